@@ -1,0 +1,301 @@
+// Package batch reads a bulk_docs request (the session's SaveChanges) and
+// runs it as one all-or-nothing transaction.
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/storage"
+)
+
+// Command types.
+const (
+	Put    = "PUT"
+	Delete = "DELETE"
+)
+
+// Command is one command of a batch.
+type Command struct {
+	Type string
+	ID   string
+	// ChangeVector is the optimistic-concurrency expectation: nil for no
+	// check, "" for "must be new", otherwise the exact current vector.
+	ChangeVector *string
+	Document     document.Parsed
+	hasDocument  bool
+}
+
+// MaxCommands bounds the commands of one batch.
+const MaxCommands = 1 << 20
+
+func badf(offset int64, format string, args ...any) error {
+	return dberr.New(dberr.BadRequest, "Invalid batch request at byte %d: %s", offset, fmt.Sprintf(format, args...))
+}
+
+// Parse reads a batch body, {"Commands":[...]}, in one pass: each document
+// is split into its stored form as it is read.
+func Parse(r io.Reader) ([]Command, error) {
+	dec := jsontext.NewDecoder(r)
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return nil, badf(dec.InputOffset(), "%v", err)
+	}
+	if tok.Kind() != '{' {
+		return nil, badf(dec.InputOffset(), "the body must be a JSON object with a Commands array")
+	}
+	var cmds []Command
+	seen := false
+	for dec.PeekKind() != '}' {
+		nameTok, err := dec.ReadToken()
+		if err != nil {
+			return nil, badf(dec.InputOffset(), "%v", err)
+		}
+		switch nameTok.String() {
+		case "Commands":
+			seen = true
+			if cmds, err = readCommands(dec); err != nil {
+				return nil, err
+			}
+		case "TransactionMode":
+			v, err := dec.ReadToken()
+			if err != nil {
+				return nil, badf(dec.InputOffset(), "%v", err)
+			}
+			if v.Kind() == '"' && v.String() == "ClusterWide" {
+				return nil, dberr.New(dberr.BadRequest, "Cluster-wide transactions are not supported")
+			}
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return nil, badf(dec.InputOffset(), "%v", err)
+			}
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, badf(dec.InputOffset(), "%v", err)
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, badf(dec.InputOffset(), "unexpected data after the JSON object")
+	}
+	if !seen {
+		return nil, dberr.New(dberr.BadRequest, "Invalid batch request: the Commands array is missing")
+	}
+	return cmds, nil
+}
+
+func readCommands(dec *jsontext.Decoder) ([]Command, error) {
+	if k := dec.PeekKind(); k != '[' {
+		if k == 'n' {
+			_, err := dec.ReadToken()
+			return nil, err
+		}
+		return nil, badf(dec.InputOffset(), "Commands must be an array")
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, badf(dec.InputOffset(), "%v", err)
+	}
+	var cmds []Command
+	for dec.PeekKind() != ']' {
+		if len(cmds) >= MaxCommands {
+			return nil, badf(dec.InputOffset(), "more than %d commands", MaxCommands)
+		}
+		c, err := readCommand(dec, len(cmds))
+		if err != nil {
+			return nil, err
+		}
+		cmds = append(cmds, c)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, badf(dec.InputOffset(), "%v", err)
+	}
+	return cmds, nil
+}
+
+func readString(dec *jsontext.Decoder, field string, i int) (*string, error) {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return nil, badf(dec.InputOffset(), "%v", err)
+	}
+	switch tok.Kind() {
+	case 'n':
+		return nil, nil
+	case '"':
+		s := tok.String()
+		return &s, nil
+	}
+	if tok.Kind() == '{' || tok.Kind() == '[' {
+		// Consume the rest of the value so the error position is useful.
+		return nil, badf(dec.InputOffset(), "command %d: %s must be a string", i, field)
+	}
+	return nil, badf(dec.InputOffset(), "command %d: %s must be a string, got %s", i, field, tok.String())
+}
+
+func readCommand(dec *jsontext.Decoder, i int) (Command, error) {
+	var c Command
+	if k := dec.PeekKind(); k != '{' {
+		if k == jsontext.KindInvalid {
+			_, err := dec.ReadToken()
+			return c, badf(dec.InputOffset(), "%v", err)
+		}
+		return c, badf(dec.InputOffset(), "command %d must be an object", i)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return c, badf(dec.InputOffset(), "%v", err)
+	}
+	idSeen := false
+	for dec.PeekKind() != '}' {
+		nameTok, err := dec.ReadToken()
+		if err != nil {
+			return c, badf(dec.InputOffset(), "%v", err)
+		}
+		switch nameTok.String() {
+		case "Type":
+			s, err := readString(dec, "Type", i)
+			if err != nil {
+				return c, err
+			}
+			if s != nil {
+				c.Type = *s
+			}
+		case "Id":
+			s, err := readString(dec, "Id", i)
+			if err != nil {
+				return c, err
+			}
+			idSeen = true
+			if s != nil {
+				c.ID = *s
+			}
+		case "ChangeVector":
+			if c.ChangeVector, err = readString(dec, "ChangeVector", i); err != nil {
+				return c, err
+			}
+		case "Document":
+			if dec.PeekKind() == 'n' {
+				_, _ = dec.ReadToken()
+				continue
+			}
+			doc, err := document.Read(dec)
+			if err != nil {
+				return c, dberr.New(dberr.BadRequest, "command %d: %v", i, err)
+			}
+			c.Document = doc
+			c.hasDocument = true
+		default:
+			// OriginalChangeVector, ForceRevisionCreationStrategy and other
+			// fields Rookery does not use.
+			if err := dec.SkipValue(); err != nil {
+				return c, badf(dec.InputOffset(), "%v", err)
+			}
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return c, badf(dec.InputOffset(), "%v", err)
+	}
+	switch c.Type {
+	case Put:
+		if !c.hasDocument {
+			return c, dberr.New(dberr.BadRequest, "command %d: PUT requires a Document", i)
+		}
+	case Delete:
+		if !idSeen || strings.TrimSpace(c.ID) == "" {
+			return c, dberr.New(dberr.BadRequest, "command %d: DELETE requires an Id", i)
+		}
+	case "":
+		return c, dberr.New(dberr.BadRequest, "command %d has no Type", i)
+	default:
+		return c, dberr.New(dberr.BadRequest, "command %d: command type '%s' is not supported", i, c.Type)
+	}
+	return c, nil
+}
+
+// Result is the outcome of one command.
+type Result struct {
+	Type         string
+	ID           string
+	Collection   string
+	ChangeVector string
+	LastModified time.Time
+	Deleted      bool
+}
+
+// Identities takes identity values inside a write transaction, never a
+// value whose document exists.
+type Identities interface {
+	Take(tx *storage.Tx, prefixes []string) ([]int64, error)
+}
+
+// Writer is the database as the executor needs it.
+type Writer interface {
+	Write(ctx context.Context, fn func(tx *storage.Tx) error) error
+}
+
+// Execute runs the commands as one transaction: every command applies, or
+// none does. Identity ids (ending in '|') are resolved first, all of them in
+// one step, and their documents must be new.
+func Execute(ctx context.Context, db Writer, ident Identities, cmds []Command) ([]Result, error) {
+	var results []Result
+	err := db.Write(ctx, func(tx *storage.Tx) error {
+		results = make([]Result, len(cmds))
+		var prefixes []string
+		var at []int
+		for i, c := range cmds {
+			if c.Type == Put && strings.HasSuffix(c.ID, "|") {
+				if c.ChangeVector != nil && *c.ChangeVector != "" {
+					return dberr.New(dberr.BadRequest, "Document id '%s' is an identity id: it cannot be combined with a change vector", c.ID)
+				}
+				prefixes = append(prefixes, c.ID)
+				at = append(at, i)
+			}
+		}
+		resolved := map[int]string{}
+		if len(prefixes) > 0 {
+			values, err := ident.Take(tx, prefixes)
+			if err != nil {
+				return err
+			}
+			for j, v := range values {
+				resolved[at[j]] = strings.TrimSuffix(prefixes[j], "|") + tx.Separator() + itoa(v)
+			}
+		}
+		empty := ""
+		for i, c := range cmds {
+			switch c.Type {
+			case Put:
+				id, expected := c.ID, c.ChangeVector
+				if r, ok := resolved[i]; ok {
+					id, expected = r, &empty
+				}
+				info, err := tx.Put(id, c.Document, expected)
+				if err != nil {
+					return err
+				}
+				results[i] = Result{Type: Put, ID: info.ID, Collection: info.Collection, ChangeVector: info.ChangeVector, LastModified: info.LastModified}
+			case Delete:
+				info, deleted, err := tx.Delete(c.ID, c.ChangeVector)
+				if err != nil {
+					return err
+				}
+				results[i] = Result{Type: Delete, ID: info.ID, ChangeVector: info.ChangeVector, Deleted: deleted}
+			default:
+				return errors.New("unreachable: unknown command type")
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }

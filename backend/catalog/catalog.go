@@ -1,0 +1,154 @@
+// Package catalog manages the databases of a node: one directory per
+// database under <data>/databases, each holding one SQLite file.
+package catalog
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/storage"
+)
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// ValidateName checks a database name: letters, digits, '_', '-', '.'.
+func ValidateName(name string) error {
+	if !validName.MatchString(name) || name == "." || name == ".." {
+		return dberr.New(dberr.BadRequest, "Database name '%s' is not valid: use 1 to 128 letters, digits, '_', '-' or '.'", name)
+	}
+	return nil
+}
+
+// Catalog is the set of databases on this node.
+type Catalog struct {
+	dir     string
+	nodeTag string
+	log     *slog.Logger
+
+	mu  sync.RWMutex
+	dbs map[string]*storage.DB // by lower-cased name
+}
+
+// Open opens every database found under dir.
+func Open(dir, nodeTag string, log *slog.Logger) (*Catalog, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &Catalog{dir: filepath.Join(dir, "databases"), nodeTag: nodeTag, log: log, dbs: map[string]*storage.DB{}}
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(c.dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasSuffix(e.Name(), ".deleting") {
+			continue
+		}
+		path := filepath.Join(c.dir, e.Name(), "documents.db")
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		db, err := storage.Open(path, storage.Options{Name: e.Name(), NodeTag: nodeTag, Logger: log.With("database", e.Name())})
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.dbs[strings.ToLower(db.Name())] = db
+		log.Info("database opened", "database", db.Name(), "last_etag", db.LastEtag())
+	}
+	return c, nil
+}
+
+// Get returns an open database.
+func (c *Catalog) Get(name string) (*storage.DB, error) {
+	c.mu.RLock()
+	db := c.dbs[strings.ToLower(name)]
+	c.mu.RUnlock()
+	if db == nil {
+		return nil, &dberr.Error{Kind: dberr.DatabaseMissing, Database: name, Msg: "Database '" + name + "' does not exist."}
+	}
+	return db, nil
+}
+
+// Create makes a new database.
+func (c *Catalog) Create(name string) (*storage.DB, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := strings.ToLower(name)
+	if c.dbs[key] != nil {
+		return nil, dberr.New(dberr.Concurrency, "Database '%s' already exists!", name)
+	}
+	dir := filepath.Join(c.dir, key)
+	_ = os.RemoveAll(dir) // leftovers of an interrupted delete
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	db, err := storage.Open(filepath.Join(dir, "documents.db"), storage.Options{Name: name, NodeTag: c.nodeTag, Logger: c.log.With("database", name)})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	c.dbs[key] = db
+	c.log.Info("database created", "database", name)
+	return db, nil
+}
+
+// Delete closes a database and removes its files.
+func (c *Catalog) Delete(name string) error {
+	c.mu.Lock()
+	key := strings.ToLower(name)
+	db := c.dbs[key]
+	if db == nil {
+		c.mu.Unlock()
+		return &dberr.Error{Kind: dberr.DatabaseMissing, Database: name, Msg: "Database '" + name + "' does not exist."}
+	}
+	delete(c.dbs, key)
+	c.mu.Unlock()
+	err := db.Close()
+	dir := filepath.Join(c.dir, key)
+	// Rename first so a crash mid-removal never leaves a half database that
+	// opens at the next start.
+	tmp := dir + ".deleting"
+	if rerr := os.Rename(dir, tmp); rerr == nil {
+		dir = tmp
+	}
+	err = errors.Join(err, os.RemoveAll(dir))
+	c.log.Info("database deleted", "database", name)
+	return err
+}
+
+// Names lists the databases, sorted.
+func (c *Catalog) Names() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]string, 0, len(c.dbs))
+	for _, db := range c.dbs {
+		out = append(out, db.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Close closes every database, letting queued writes finish.
+func (c *Catalog) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for k, db := range c.dbs {
+		errs = append(errs, db.Close())
+		delete(c.dbs, k)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,260 @@
+// Package document turns incoming document JSON into Rookery's stored form,
+// in one pass, and writes stored documents back out without re-encoding them.
+//
+// Stored form: the members the client sent, in the order sent, followed by
+// "@metadata" holding the client's metadata keys minus the ones the server
+// owns (@id, @change-vector, @last-modified, @flags and computed values).
+// Serving a document splices the server-owned keys into the end of that
+// object; the rest of the bytes go out as they came in.
+package document
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// EmptyCollection is the collection of a document without @collection.
+const EmptyCollection = "@empty"
+
+// Parsed is a document ready to store.
+type Parsed struct {
+	Body       []byte // stored form
+	Collection string // from @metadata.@collection, or EmptyCollection
+}
+
+// serverOwned are metadata keys the server computes; incoming values are dropped.
+var serverOwned = map[string]bool{
+	"@id": true, "@change-vector": true, "@last-modified": true, "@flags": true,
+	"@index-score": true, "@projection": true, "@counters": true, "@attachments": true,
+	"@timeseries": true, "@etag": true,
+}
+
+// Error is a document that cannot be stored; the message says why.
+type Error struct{ Msg string }
+
+func (e *Error) Error() string { return e.Msg }
+
+func errf(format string, args ...any) error { return &Error{Msg: fmt.Sprintf(format, args...)} }
+
+// Parse reads one JSON object from raw.
+func Parse(raw []byte) (Parsed, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(raw))
+	p, err := Read(dec)
+	if err != nil {
+		return p, err
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return Parsed{}, errf("invalid document: unexpected data after the JSON object")
+	}
+	return p, nil
+}
+
+// Read consumes one JSON object value from dec and returns its stored form.
+// The decoder must be positioned at the start of a value.
+func Read(dec *jsontext.Decoder) (Parsed, error) {
+	var p Parsed
+	if k := dec.PeekKind(); k != '{' {
+		if k == jsontext.KindInvalid {
+			_, err := dec.ReadToken()
+			return p, errf("invalid document JSON: %v", err)
+		}
+		return p, errf("a document must be a JSON object, got %s", kindName(k))
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return p, errf("invalid document JSON: %v", err)
+	}
+	body := make([]byte, 0, 256)
+	body = append(body, '{')
+	var meta []byte
+	hasMeta := false
+	members := 0
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadValue()
+		if err != nil {
+			return p, errf("invalid document JSON: %v", err)
+		}
+		if isName(name, "@metadata") {
+			hasMeta = true
+			meta, p.Collection, err = readMetadata(dec)
+			if err != nil {
+				return p, err
+			}
+			continue
+		}
+		// name is only valid until the next read: copy it first.
+		if members > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, name...)
+		body = append(body, ':')
+		val, err := dec.ReadValue()
+		if err != nil {
+			return p, errf("invalid document JSON: %v", err)
+		}
+		body = append(body, val...)
+		members++
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return p, errf("invalid document JSON: %v", err)
+	}
+	if members > 0 {
+		body = append(body, ',')
+	}
+	body = append(body, `"@metadata":{`...)
+	if hasMeta {
+		body = append(body, meta...)
+	}
+	body = append(body, '}', '}')
+	if p.Collection == "" {
+		p.Collection = EmptyCollection
+	}
+	p.Body = body
+	return p, nil
+}
+
+func readMetadata(dec *jsontext.Decoder) (members []byte, collection string, err error) {
+	switch k := dec.PeekKind(); k {
+	case '{':
+	case 'n':
+		_, err := dec.ReadToken()
+		return nil, "", err
+	default:
+		if k == jsontext.KindInvalid {
+			_, err := dec.ReadToken()
+			return nil, "", errf("invalid document JSON: %v", err)
+		}
+		return nil, "", errf("@metadata must be a JSON object, got %s", kindName(k))
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, "", errf("invalid document JSON: %v", err)
+	}
+	n := 0
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadValue()
+		if err != nil {
+			return nil, "", errf("invalid document JSON: %v", err)
+		}
+		// name is only valid until the next peek or read: copy it first,
+		// and drop the member again if it is not kept.
+		key := nameString(name)
+		mark := len(members)
+		if n > 0 {
+			members = append(members, ',')
+		}
+		members = append(members, name...)
+		members = append(members, ':')
+		if key == "@collection" {
+			if k := dec.PeekKind(); k != '"' && k != 'n' {
+				if k == jsontext.KindInvalid {
+					_, err := dec.ReadToken()
+					return nil, "", errf("invalid document JSON: %v", err)
+				}
+				return nil, "", errf("@metadata.@collection must be a string, got %s", kindName(k))
+			}
+		}
+		val, err := dec.ReadValue()
+		if err != nil {
+			return nil, "", errf("invalid document JSON: %v", err)
+		}
+		drop := serverOwned[key]
+		if key == "@collection" && !drop {
+			if val[0] == 'n' {
+				drop = true
+			} else if collection = nameString(val); collection == "" {
+				drop = true
+			}
+		}
+		if drop {
+			members = members[:mark]
+			continue
+		}
+		members = append(members, val...)
+		n++
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, "", errf("invalid document JSON: %v", err)
+	}
+	return members, collection, nil
+}
+
+func isName(raw jsontext.Value, want string) bool {
+	if len(raw) == len(want)+2 && string(raw[1:len(raw)-1]) == want {
+		return true
+	}
+	return bytes.IndexByte(raw, '\\') >= 0 && nameString(raw) == want
+}
+
+func nameString(raw jsontext.Value) string {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1])
+	}
+	tok, err := jsontext.NewDecoder(bytes.NewReader(raw)).ReadToken()
+	if err != nil {
+		return string(raw[1 : len(raw)-1])
+	}
+	return tok.String()
+}
+
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	case '{':
+		return "an object"
+	}
+	return "invalid JSON"
+}
+
+// TimeFormat is RavenDB's wire format for date-times: 7 fractional digits, UTC.
+const TimeFormat = "2006-01-02T15:04:05.0000000Z"
+
+// FormatTime writes t in TimeFormat.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
+
+// AppendJSON writes a stored body with the server-owned metadata spliced in:
+// @change-vector, @id and @last-modified, in that order, last in @metadata.
+func AppendJSON(dst, stored []byte, id, changeVector string, lastModified time.Time) []byte {
+	n := len(stored)
+	if n < 2 || stored[n-1] != '}' || stored[n-2] != '}' {
+		// Not the stored form; emit as is (never happens for engine-written bodies).
+		return append(dst, stored...)
+	}
+	dst = append(dst, stored[:n-2]...)
+	if stored[n-3] != '{' {
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"@change-vector":`...)
+	dst = strconv.AppendQuote(dst, changeVector)
+	dst = append(dst, `,"@id":`...)
+	dst = appendJSONString(dst, id)
+	dst = append(dst, `,"@last-modified":"`...)
+	dst = lastModified.UTC().AppendFormat(dst, TimeFormat)
+	dst = append(dst, '"', '}', '}')
+	return dst
+}
+
+// appendJSONString quotes s as a JSON string.
+func appendJSONString(dst []byte, s string) []byte {
+	v, err := jsontext.AppendQuote(dst, s)
+	if err != nil {
+		return strconv.AppendQuote(dst, s)
+	}
+	return v
+}
+
+// AppendString quotes s as a JSON string (exported for callers building
+// responses around stored bodies).
+func AppendString(dst []byte, s string) []byte { return appendJSONString(dst, s) }

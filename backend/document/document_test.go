@@ -1,0 +1,96 @@
+package document
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseStripsServerOwnedMetadata(t *testing.T) {
+	in := `{"name":"John","age":3,"@metadata":{"@collection":"Users","Raven-Node-Type":"User","@id":"users/1-A","@change-vector":"A:1-x","@last-modified":"2024-01-01T00:00:00.0000000Z","@flags":"HasRevisions","@nested-object-types":{}},"tags":["a"]}`
+	p, err := Parse([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Collection != "Users" {
+		t.Fatalf("collection %q", p.Collection)
+	}
+	want := `{"name":"John","age":3,"tags":["a"],"@metadata":{"@collection":"Users","Raven-Node-Type":"User","@nested-object-types":{}}}`
+	if string(p.Body) != want {
+		t.Fatalf("stored\n got %s\nwant %s", p.Body, want)
+	}
+}
+
+func TestParseNoMetadata(t *testing.T) {
+	p, err := Parse([]byte(` { "a" : 1 } `))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Collection != EmptyCollection || string(p.Body) != `{"a":1,"@metadata":{}}` {
+		t.Fatalf("got %q %s", p.Collection, p.Body)
+	}
+	p, err = Parse([]byte(`{}`))
+	if err != nil || string(p.Body) != `{"@metadata":{}}` {
+		t.Fatalf("empty: %v %s", err, p.Body)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	for _, in := range []string{``, `[]`, `"x"`, `{"a":}`, `{"a":1}{}`, `{"@metadata":[]}`, `{"@metadata":{"@collection":5}}`, `{"a":1,"a":2}`, "{\"a\":\"\xff\"}"} {
+		_, err := Parse([]byte(in))
+		var de *Error
+		if !errors.As(err, &de) {
+			t.Errorf("Parse(%q) = %v, want *Error", in, err)
+		}
+	}
+}
+
+func TestAppendJSONRoundTrip(t *testing.T) {
+	p, err := Parse([]byte(`{"name":"<b>\"q\"</b>","@metadata":{"@collection":"Users"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm := time.Date(2024, 5, 1, 12, 34, 56, 123456700, time.UTC)
+	out := AppendJSON(nil, p.Body, "users/1-A", "A:1-ZzT6GeIb4ECL4n7G0SwfPQ", lm)
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	md := m["@metadata"].(map[string]any)
+	if md["@id"] != "users/1-A" || md["@change-vector"] != "A:1-ZzT6GeIb4ECL4n7G0SwfPQ" || md["@last-modified"] != "2024-05-01T12:34:56.1234567Z" || md["@collection"] != "Users" {
+		t.Fatalf("metadata %v", md)
+	}
+	if !strings.HasSuffix(string(out), `"@last-modified":"2024-05-01T12:34:56.1234567Z"}}`) {
+		t.Fatalf("order: %s", out)
+	}
+	empty, _ := Parse([]byte(`{}`))
+	out = AppendJSON(nil, empty.Body, "x", "A:1-a", lm)
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"name":"John","@metadata":{"@collection":"Users","@id":"x"}}`))
+	f.Add([]byte(`{"a":[1,2,{"b":null}],"\u0040metadata":{"@collection":"A\u0042"}}`))
+	f.Add([]byte(`{"@metadata":null}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		p, err := Parse(raw)
+		if err != nil {
+			return
+		}
+		out := AppendJSON(nil, p.Body, "id", "A:1-x", time.Unix(0, 0))
+		if !json.Valid(out) {
+			t.Fatalf("invalid output %s from %s", out, raw)
+		}
+		again, err := Parse(p.Body)
+		if err != nil {
+			t.Fatalf("stored form does not parse: %s: %v", p.Body, err)
+		}
+		if string(again.Body) != string(p.Body) || again.Collection != p.Collection {
+			t.Fatalf("unstable: %s vs %s", again.Body, p.Body)
+		}
+	})
+}

@@ -1,0 +1,521 @@
+// Package storage keeps one database in one SQLite file (modernc.org/sqlite,
+// WAL): documents with their etags and change vectors, tombstones,
+// per-collection counts and identity counters. All writes go through a single
+// writer goroutine that merges concurrent requests into one transaction
+// (group commit); a request is acknowledged only after that transaction is
+// durably committed. Reads use a separate pool of connections.
+//
+// See DESIGN.md for the reasoning.
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
+	"github.com/rookerydb/rookery/backend/changevector"
+	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/metrics"
+)
+
+// ErrClosed is returned by writes to a closed database.
+var ErrClosed = &dberr.Error{Kind: dberr.Unavailable, Msg: "the database is closed"}
+
+// MaxIDBytes is the longest document id, in UTF-8 bytes.
+const MaxIDBytes = 512
+
+// maxMerge bounds how many write requests one transaction merges.
+const maxMerge = 512
+
+// Options configure Open.
+type Options struct {
+	// Name is the database name (kept in the file's meta table).
+	Name string
+	// NodeTag is the tag of the node that owns this copy, e.g. "A".
+	NodeTag string
+	// Separator is the identity parts separator for new databases; "/" when empty.
+	Separator string
+	// Logger for this database; slog.Default() when nil.
+	Logger *slog.Logger
+	// ReadConns is the size of the read pool; 8 when zero.
+	ReadConns int
+}
+
+// DB is one open database.
+type DB struct {
+	name    string
+	path    string
+	nodeTag string
+	dbid    string
+	sep     string
+	log     *slog.Logger
+
+	writer *sql.DB
+	reader *sql.DB
+
+	reqs    chan *writeReq
+	closeMu sync.RWMutex
+	closed  bool
+	done    chan struct{}
+
+	// Writer-owned state, published under mu after each commit.
+	mu          sync.RWMutex
+	lastEtag    int64
+	cv          changevector.Vector
+	cvText      string
+	collections map[string]*Collection // by lower-cased name
+	lastWrite   time.Time
+
+	hooksMu sync.RWMutex
+	hooks   []func([]Change)
+}
+
+// Collection is a collection's name and counts.
+type Collection struct {
+	Name       string
+	Docs       int64
+	Tombstones int64
+}
+
+// Change is one committed document change.
+type Change struct {
+	Type         string // "Put" or "Delete"
+	ID           string
+	Collection   string
+	ChangeVector string
+	Etag         int64
+}
+
+type writeReq struct {
+	ctx  context.Context
+	fn   func(*Tx) error
+	done chan error
+}
+
+func dsn(path string, readOnly bool) string {
+	q := "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(0)"
+	if readOnly {
+		q += "&_pragma=query_only(1)"
+	} else {
+		q += "&_txlock=immediate"
+	}
+	return "file:" + path + q
+}
+
+// Open opens (creating if needed) the database file at path.
+func Open(path string, opts Options) (*DB, error) {
+	if opts.NodeTag == "" {
+		opts.NodeTag = "A"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = 8
+	}
+	w, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		return nil, err
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	if _, err := w.Exec(schema); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	r.SetMaxOpenConns(opts.ReadConns)
+	r.SetMaxIdleConns(opts.ReadConns)
+	db := &DB{
+		path:        path,
+		nodeTag:     opts.NodeTag,
+		log:         opts.Logger,
+		writer:      w,
+		reader:      r,
+		reqs:        make(chan *writeReq, 1024),
+		done:        make(chan struct{}),
+		collections: map[string]*Collection{},
+	}
+	if err := db.load(opts); err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	go db.writeLoop()
+	return db, nil
+}
+
+func (db *DB) load(opts Options) error {
+	meta := map[string]string{}
+	rows, err := db.writer.Query(`SELECT key, value FROM meta`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			rows.Close()
+			return err
+		}
+		meta[k] = v
+	}
+	rows.Close()
+	if meta["database_id"] == "" {
+		id := uuid.New()
+		meta["database_id"] = base64.RawStdEncoding.EncodeToString(id[:])
+		meta["name"] = opts.Name
+		sep := opts.Separator
+		if sep == "" {
+			sep = "/"
+		}
+		meta["separator"] = sep
+		meta["created"] = time.Now().UTC().Format(time.RFC3339Nano)
+		for _, k := range []string{"database_id", "name", "separator", "created"} {
+			if _, err := db.writer.Exec(`INSERT INTO meta(key, value) VALUES(?, ?)`, k, meta[k]); err != nil {
+				return err
+			}
+		}
+	}
+	db.dbid = meta["database_id"]
+	db.name = meta["name"]
+	db.sep = meta["separator"]
+	if db.sep == "" {
+		db.sep = "/"
+	}
+	if s := meta["change_vector"]; s != "" {
+		v, err := changevector.Parse(s)
+		if err != nil {
+			return fmt.Errorf("stored database change vector: %w", err)
+		}
+		db.cv = v
+		db.cvText = s
+	}
+	if s := meta["last_etag"]; s != "" {
+		db.lastEtag, _ = strconv.ParseInt(s, 10, 64)
+	}
+	// The etag counter never goes below what the file holds, nor below this
+	// node's own entry in the database vector.
+	var maxEtag sql.NullInt64
+	if err := db.writer.QueryRow(`SELECT max(m) FROM (SELECT max(etag) AS m FROM docs UNION ALL SELECT max(etag) FROM tombstones)`).Scan(&maxEtag); err != nil {
+		return err
+	}
+	if maxEtag.Int64 > db.lastEtag {
+		db.lastEtag = maxEtag.Int64
+	}
+	if own := db.cv.Get(db.dbid); own > db.lastEtag {
+		db.lastEtag = own
+	}
+	if s := meta["last_write"]; s != "" {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			db.lastWrite = time.Unix(0, n).UTC()
+		}
+	}
+	crows, err := db.writer.Query(`SELECT key, name, docs, tombstones FROM collections`)
+	if err != nil {
+		return err
+	}
+	defer crows.Close()
+	for crows.Next() {
+		var key string
+		c := &Collection{}
+		if err := crows.Scan(&key, &c.Name, &c.Docs, &c.Tombstones); err != nil {
+			return err
+		}
+		db.collections[key] = c
+	}
+	return crows.Err()
+}
+
+// Name is the database name.
+func (db *DB) Name() string { return db.name }
+
+// Path is the SQLite file.
+func (db *DB) Path() string { return db.path }
+
+// NodeTag is the tag of the node that owns this copy.
+func (db *DB) NodeTag() string { return db.nodeTag }
+
+// DatabaseID is this copy's 22-character base64 id.
+func (db *DB) DatabaseID() string { return db.dbid }
+
+// Separator is the identity parts separator ("/" by default).
+func (db *DB) Separator() string { return db.sep }
+
+// OnCommit registers fn to be called, on the writer goroutine, with the
+// changes of every committed transaction. fn must not block.
+func (db *DB) OnCommit(fn func([]Change)) {
+	db.hooksMu.Lock()
+	db.hooks = append(db.hooks, fn)
+	db.hooksMu.Unlock()
+}
+
+// Write runs fn inside a merged write transaction and returns once that
+// transaction has committed durably (or fn's error). fn's changes are all or
+// nothing: when fn returns an error they are rolled back, and other merged
+// requests are unaffected. fn may run on another goroutine and must not keep
+// tx after it returns.
+func (db *DB) Write(ctx context.Context, fn func(tx *Tx) error) error {
+	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	db.closeMu.RLock()
+	if db.closed {
+		db.closeMu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case db.reqs <- req:
+	case <-ctx.Done():
+		db.closeMu.RUnlock()
+		return ctx.Err()
+	}
+	db.closeMu.RUnlock()
+	// Once queued the request always completes: it either runs, or is
+	// skipped because its context ended before it started.
+	return <-req.done
+}
+
+// Close finishes the queued writes and closes the file.
+func (db *DB) Close() error {
+	db.closeMu.Lock()
+	if db.closed {
+		db.closeMu.Unlock()
+		<-db.done
+		return nil
+	}
+	db.closed = true
+	close(db.reqs)
+	db.closeMu.Unlock()
+	<-db.done
+	// Fold the WAL back into the main file so a closed database is one file.
+	_, _ = db.writer.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+	err := errors.Join(db.reader.Close(), db.writer.Close())
+	return err
+}
+
+func (db *DB) writeLoop() {
+	defer close(db.done)
+	batch := make([]*writeReq, 0, maxMerge)
+	for req := range db.reqs {
+		batch = append(batch[:0], req)
+	drain:
+		for len(batch) < maxMerge {
+			select {
+			case r, ok := <-db.reqs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		db.runBatch(batch)
+		for i := range batch {
+			batch[i] = nil
+		}
+	}
+}
+
+func (db *DB) runBatch(batch []*writeReq) {
+	start := time.Now()
+	errs := make([]error, len(batch))
+	fail := func(err error) {
+		for i := range batch {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+			batch[i].done <- errs[i]
+		}
+		metrics.Transactions.WithLabelValues("failed").Inc()
+	}
+	sqlTx, err := db.writer.Begin()
+	if err != nil {
+		fail(fmt.Errorf("begin transaction: %w", err))
+		return
+	}
+	db.mu.RLock()
+	tx := &Tx{
+		db:       db,
+		tx:       sqlTx,
+		now:      time.Now().UTC(),
+		lastEtag: db.lastEtag,
+		cv:       db.cv,
+		cvText:   db.cvText,
+		deltas:   map[string]*Collection{},
+	}
+	db.mu.RUnlock()
+	startEtag, startCV := tx.lastEtag, tx.cvText
+	ok := 0
+	for i, req := range batch {
+		if err := req.ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		if errs[i] = tx.run(req.fn); errs[i] == nil {
+			ok++
+		}
+	}
+	if ok > 0 {
+		if err := tx.persist(startEtag, startCV); err != nil {
+			_ = sqlTx.Rollback()
+			fail(fmt.Errorf("write transaction: %w", err))
+			return
+		}
+	}
+	if err := sqlTx.Commit(); err != nil {
+		fail(fmt.Errorf("commit: %w", err))
+		return
+	}
+	// Durable: publish the new state, then acknowledge.
+	db.mu.Lock()
+	db.lastEtag = tx.lastEtag
+	db.cv = tx.cv
+	db.cvText = tx.cvText
+	for key, d := range tx.deltas {
+		c := db.collections[key]
+		if c == nil {
+			c = &Collection{Name: d.Name}
+			db.collections[key] = c
+		}
+		c.Docs += d.Docs
+		c.Tombstones += d.Tombstones
+	}
+	if len(tx.changes) > 0 {
+		db.lastWrite = tx.now
+	}
+	db.mu.Unlock()
+	metrics.TxMergeSize.Observe(float64(len(batch)))
+	metrics.TxCommitSeconds.Observe(time.Since(start).Seconds())
+	metrics.Transactions.WithLabelValues("committed").Inc()
+	if len(tx.changes) > 0 {
+		puts, dels := 0, 0
+		for _, c := range tx.changes {
+			if c.Type == "Put" {
+				puts++
+			} else {
+				dels++
+			}
+		}
+		if puts > 0 {
+			metrics.DocumentsWritten.WithLabelValues(db.name, "put").Add(float64(puts))
+		}
+		if dels > 0 {
+			metrics.DocumentsWritten.WithLabelValues(db.name, "delete").Add(float64(dels))
+		}
+	}
+	for i := range batch {
+		batch[i].done <- errs[i]
+	}
+	if len(tx.changes) > 0 {
+		db.hooksMu.RLock()
+		for _, h := range db.hooks {
+			h(tx.changes)
+		}
+		db.hooksMu.RUnlock()
+	}
+}
+
+// Stats is a snapshot of a database's counters.
+type Stats struct {
+	Name         string
+	DatabaseID   string
+	LastEtag     int64
+	ChangeVector string
+	Documents    int64
+	Tombstones   int64
+	Collections  []Collection
+	SizeOnDisk   int64
+	LastWrite    time.Time
+}
+
+// Stats returns the current counters without touching the documents.
+func (db *DB) Stats() Stats {
+	db.mu.RLock()
+	s := Stats{
+		Name:         db.name,
+		DatabaseID:   db.dbid,
+		LastEtag:     db.lastEtag,
+		ChangeVector: db.cvText,
+		LastWrite:    db.lastWrite,
+	}
+	for _, c := range db.collections {
+		if c.Docs == 0 && c.Tombstones == 0 {
+			continue
+		}
+		s.Documents += c.Docs
+		s.Tombstones += c.Tombstones
+		s.Collections = append(s.Collections, *c)
+	}
+	db.mu.RUnlock()
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if fi, err := os.Stat(db.path + suffix); err == nil {
+			s.SizeOnDisk += fi.Size()
+		}
+	}
+	return s
+}
+
+// LastEtag is the last etag committed.
+func (db *DB) LastEtag() int64 {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	return db.lastEtag
+}
+
+// ChangeVector is the database change vector.
+func (db *DB) ChangeVector() string {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	return db.cvText
+}
+
+func (db *DB) collectionName(key string) (string, bool) {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if c, ok := db.collections[key]; ok {
+		return c.Name, true
+	}
+	return "", false
+}
+
+// safeCall runs fn, turning a panic into an internal error so it never
+// takes the writer goroutine (and every waiting client) down.
+func safeCall(fn func(*Tx) error, tx *Tx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			tx.db.log.Error("panic in write transaction", "panic", r, "stack", string(debug.Stack()))
+			err = dberr.New(dberr.Internal, "internal error: %v", r)
+		}
+	}()
+	return fn(tx)
+}
+
+// LowerID is the storage key of a document id: ids are case-insensitive.
+func LowerID(id string) string {
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if c >= 0x80 {
+			return strings.ToLower(id)
+		}
+		if c >= 'A' && c <= 'Z' {
+			return strings.ToLower(id)
+		}
+	}
+	return id
+}

@@ -1,0 +1,114 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+)
+
+// Get reads one document; nil when missing.
+func (db *DB) Get(ctx context.Context, id string) (*Document, error) {
+	d, err := scanDoc(db.reader.QueryRowContext(ctx, `SELECT `+docColumns+` FROM docs WHERE key = ?`, LowerID(id)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return d, err
+}
+
+// GetMany reads several documents from one consistent snapshot. The result
+// is in request order, nil for missing ids.
+func (db *DB) GetMany(ctx context.Context, ids []string) ([]*Document, error) {
+	rtx, err := db.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer rtx.Rollback()
+	stmt, err := rtx.PrepareContext(ctx, `SELECT `+docColumns+` FROM docs WHERE key = ?`)
+	if err != nil {
+		return nil, err
+	}
+	defer stmt.Close()
+	out := make([]*Document, len(ids))
+	for i, id := range ids {
+		d, err := scanDoc(stmt.QueryRowContext(ctx, LowerID(id)))
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+// StartsWith pages through documents whose id starts with prefix
+// (case-insensitively), in id order.
+func (db *DB) StartsWith(ctx context.Context, prefix string, start, pageSize int) ([]*Document, error) {
+	lo := LowerID(prefix)
+	var rows *sql.Rows
+	var err error
+	if hi, ok := prefixUpperBound(lo); ok {
+		rows, err = db.reader.QueryContext(ctx, `SELECT `+docColumns+` FROM docs WHERE key >= ? AND key < ? ORDER BY key LIMIT ? OFFSET ?`, lo, hi, pageSize, start)
+	} else {
+		rows, err = db.reader.QueryContext(ctx, `SELECT `+docColumns+` FROM docs WHERE key >= ? ORDER BY key LIMIT ? OFFSET ?`, lo, pageSize, start)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows)
+}
+
+// Recent pages through documents from the most recently written.
+func (db *DB) Recent(ctx context.Context, start, pageSize int) ([]*Document, error) {
+	rows, err := db.reader.QueryContext(ctx, `SELECT `+docColumns+` FROM docs ORDER BY etag DESC LIMIT ? OFFSET ?`, pageSize, start)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows)
+}
+
+// Identities returns every identity counter, keyed by lower-cased "prefix|".
+func (db *DB) Identities(ctx context.Context) (map[string]int64, error) {
+	rows, err := db.reader.QueryContext(ctx, `SELECT name, value FROM identities ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var n string
+		var v int64
+		if err := rows.Scan(&n, &v); err != nil {
+			return nil, err
+		}
+		out[n] = v
+	}
+	return out, rows.Err()
+}
+
+func collect(rows *sql.Rows) ([]*Document, error) {
+	defer rows.Close()
+	var out []*Document
+	for rows.Next() {
+		d, err := scanDoc(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// prefixUpperBound is the smallest string greater than every string that
+// starts with p (byte-wise, which is how SQLite's BINARY collation compares).
+func prefixUpperBound(p string) (string, bool) {
+	b := []byte(p)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1]), true
+		}
+	}
+	return "", false
+}

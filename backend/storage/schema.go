@@ -1,0 +1,50 @@
+package storage
+
+const schema = `
+CREATE TABLE IF NOT EXISTS meta (
+	key   TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+) WITHOUT ROWID;
+
+-- The etag is the rowid: etag-ordered scans ("everything after etag X", for
+-- replication and subscriptions) walk the table in storage order, and new
+-- writes append at its end.
+CREATE TABLE IF NOT EXISTS docs (
+	etag          INTEGER PRIMARY KEY,
+	key           TEXT NOT NULL UNIQUE, -- lower-cased id
+	id            TEXT NOT NULL,        -- id as first spelled
+	collection    TEXT NOT NULL,        -- collection as first spelled
+	change_vector TEXT NOT NULL,
+	last_modified INTEGER NOT NULL,     -- unix nanoseconds, UTC
+	flags         INTEGER NOT NULL DEFAULT 0,
+	body          BLOB NOT NULL         -- stored form, see package document
+);
+CREATE INDEX IF NOT EXISTS docs_collection_etag ON docs(collection, etag);
+
+CREATE TABLE IF NOT EXISTS tombstones (
+	etag          INTEGER PRIMARY KEY,
+	key           TEXT NOT NULL UNIQUE,
+	id            TEXT NOT NULL,
+	collection    TEXT NOT NULL,
+	deleted_etag  INTEGER NOT NULL,
+	change_vector TEXT NOT NULL,
+	last_modified INTEGER NOT NULL,
+	flags         INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS tombstones_collection_etag ON tombstones(collection, etag);
+
+-- Per-collection counts, kept in the same transaction as the writes, so
+-- statistics never scan the documents.
+CREATE TABLE IF NOT EXISTS collections (
+	key        TEXT PRIMARY KEY, -- lower-cased name
+	name       TEXT NOT NULL,
+	docs       INTEGER NOT NULL DEFAULT 0,
+	tombstones INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+-- Identity counters, keyed by lower-cased "prefix|".
+CREATE TABLE IF NOT EXISTS identities (
+	name  TEXT PRIMARY KEY,
+	value INTEGER NOT NULL
+) WITHOUT ROWID;
+`

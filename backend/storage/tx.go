@@ -1,0 +1,362 @@
+package storage
+
+import (
+	"database/sql"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/rookerydb/rookery/backend/changevector"
+	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/document"
+)
+
+// Tx is a write request's view of a merged transaction. It is only valid
+// inside the function given to DB.Write.
+type Tx struct {
+	db       *DB
+	tx       *sql.Tx
+	now      time.Time
+	lastEtag int64
+	cv       changevector.Vector
+	cvText   string
+	deltas   map[string]*Collection
+	changes  []Change
+}
+
+// run executes one request's function inside a savepoint, so that its
+// failure rolls back its own changes and nothing else.
+func (tx *Tx) run(fn func(*Tx) error) error {
+	if _, err := tx.tx.Exec(`SAVEPOINT req`); err != nil {
+		return err
+	}
+	etag, cv, cvText, nchanges := tx.lastEtag, tx.cv, tx.cvText, len(tx.changes)
+	saved := make(map[string]Collection, len(tx.deltas))
+	for k, d := range tx.deltas {
+		saved[k] = *d
+	}
+	err := safeCall(fn, tx)
+	if err == nil {
+		if _, err = tx.tx.Exec(`RELEASE req`); err == nil {
+			return nil
+		}
+	}
+	if _, rerr := tx.tx.Exec(`ROLLBACK TO req`); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	_, _ = tx.tx.Exec(`RELEASE req`)
+	tx.lastEtag, tx.cv, tx.cvText, tx.changes = etag, cv, cvText, tx.changes[:nchanges]
+	for k := range tx.deltas {
+		if s, ok := saved[k]; ok {
+			*tx.deltas[k] = s
+		} else {
+			delete(tx.deltas, k)
+		}
+	}
+	return err
+}
+
+// persist writes the transaction's counters: last etag, database change
+// vector and collection counts.
+func (tx *Tx) persist(startEtag int64, startCV string) error {
+	if tx.lastEtag != startEtag {
+		if _, err := tx.tx.Exec(`INSERT INTO meta(key, value) VALUES('last_etag', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, strconv.FormatInt(tx.lastEtag, 10)); err != nil {
+			return err
+		}
+		if _, err := tx.tx.Exec(`INSERT INTO meta(key, value) VALUES('last_write', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, strconv.FormatInt(tx.now.UnixNano(), 10)); err != nil {
+			return err
+		}
+	}
+	if tx.cvText != startCV {
+		if _, err := tx.tx.Exec(`INSERT INTO meta(key, value) VALUES('change_vector', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, tx.cvText); err != nil {
+			return err
+		}
+	}
+	for key, d := range tx.deltas {
+		if d.Docs == 0 && d.Tombstones == 0 {
+			continue
+		}
+		if _, err := tx.tx.Exec(`INSERT INTO collections(key, name, docs, tombstones) VALUES(?, ?, ?, ?)
+			ON CONFLICT(key) DO UPDATE SET docs = docs + excluded.docs, tombstones = tombstones + excluded.tombstones`,
+			key, d.Name, d.Docs, d.Tombstones); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Now is the transaction's timestamp (UTC).
+func (tx *Tx) Now() time.Time { return tx.now }
+
+// NodeTag is the tag of the node writing.
+func (tx *Tx) NodeTag() string { return tx.db.nodeTag }
+
+// Separator is the database's identity parts separator.
+func (tx *Tx) Separator() string { return tx.db.sep }
+
+// Document is a stored document.
+type Document struct {
+	ID           string
+	Collection   string
+	ChangeVector string
+	Etag         int64
+	LastModified time.Time
+	Flags        int64
+	Body         []byte // stored form; see document.AppendJSON
+}
+
+// AppendJSON writes the document as clients see it, metadata included.
+func (d *Document) AppendJSON(dst []byte) []byte {
+	return document.AppendJSON(dst, d.Body, d.ID, d.ChangeVector, d.LastModified)
+}
+
+// Info describes a write's outcome.
+type Info struct {
+	ID           string
+	Collection   string
+	ChangeVector string
+	Etag         int64
+	LastModified time.Time
+}
+
+const docColumns = `etag, id, collection, change_vector, last_modified, flags, body`
+
+func scanDoc(row interface{ Scan(...any) error }) (*Document, error) {
+	d := &Document{}
+	var lm int64
+	if err := row.Scan(&d.Etag, &d.ID, &d.Collection, &d.ChangeVector, &lm, &d.Flags, &d.Body); err != nil {
+		return nil, err
+	}
+	d.LastModified = time.Unix(0, lm).UTC()
+	return d, nil
+}
+
+// Get reads a document inside the transaction; nil when missing.
+func (tx *Tx) Get(id string) (*Document, error) {
+	d, err := scanDoc(tx.tx.QueryRow(`SELECT `+docColumns+` FROM docs WHERE key = ?`, LowerID(id)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return d, err
+}
+
+// Exists tells whether a document with this id exists.
+func (tx *Tx) Exists(id string) (bool, error) {
+	var one int
+	err := tx.tx.QueryRow(`SELECT 1 FROM docs WHERE key = ?`, LowerID(id)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// ValidateID checks a final document id.
+func ValidateID(id string) error {
+	if strings.TrimSpace(id) == "" {
+		return dberr.New(dberr.BadRequest, "Document id cannot be empty")
+	}
+	if len(id) > MaxIDBytes {
+		return dberr.New(dberr.BadRequest, "Document id is %d bytes long; the limit is %d UTF-8 bytes", len(id), MaxIDBytes)
+	}
+	if !utf8.ValidString(id) {
+		return dberr.New(dberr.BadRequest, "Document id is not valid UTF-8")
+	}
+	if strings.HasSuffix(id, "|") {
+		return dberr.New(dberr.BadRequest, "Document id '%s' ends with '|': identity ids must be resolved before they are stored", id)
+	}
+	return nil
+}
+
+func (tx *Tx) collectionKey(name string) (key, canonical string) {
+	key = strings.ToLower(name)
+	if d, ok := tx.deltas[key]; ok {
+		return key, d.Name
+	}
+	if n, ok := tx.db.collectionName(key); ok {
+		return key, n
+	}
+	return key, name
+}
+
+func (tx *Tx) delta(key, name string) *Collection {
+	d := tx.deltas[key]
+	if d == nil {
+		d = &Collection{Name: name}
+		tx.deltas[key] = d
+	}
+	return d
+}
+
+// nextWrite takes the next etag and derives the change vector of a local
+// write from the database vector.
+func (tx *Tx) nextWrite() (int64, string) {
+	tx.lastEtag++
+	tx.cv = tx.cv.WithEntry(tx.db.nodeTag, tx.lastEtag, tx.db.dbid)
+	tx.cvText = tx.cv.String()
+	return tx.lastEtag, tx.cvText
+}
+
+type existing struct {
+	etag       int64
+	id         string
+	collection string
+	cv         string
+}
+
+func (tx *Tx) lookup(key string) (*existing, error) {
+	e := &existing{}
+	err := tx.tx.QueryRow(`SELECT etag, id, collection, change_vector FROM docs WHERE key = ?`, key).Scan(&e.etag, &e.id, &e.collection, &e.cv)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return e, err
+}
+
+// Put stores a document. The id rules: empty gives a GUID; a trailing
+// separator gives prefix + 19-digit etag + "-" + node tag; a trailing '|'
+// is an error (identities are resolved by the caller). expected is the
+// optimistic-concurrency check: nil for none, "" for "must not exist",
+// otherwise the exact current change vector.
+func (tx *Tx) Put(id string, doc document.Parsed, expected *string) (Info, error) {
+	known := false // the id is known to be new
+	switch {
+	case strings.TrimSpace(id) == "":
+		id = uuid.NewString()
+		known = true
+	case strings.HasSuffix(id, "|"):
+		return Info{}, dberr.New(dberr.BadRequest, "Document id '%s' ends with '|': identity ids must be resolved before they are stored", id)
+	case strings.HasSuffix(id, tx.db.sep):
+		id = id + pad19(tx.lastEtag+1) + "-" + tx.db.nodeTag
+		known = true
+	}
+	if err := ValidateID(id); err != nil {
+		return Info{}, err
+	}
+	key := LowerID(id)
+	var old *existing
+	if !known {
+		var err error
+		if old, err = tx.lookup(key); err != nil {
+			return Info{}, err
+		}
+	}
+	if expected != nil {
+		switch {
+		case *expected == "" && old != nil:
+			return Info{}, concurrencyErr("Document %s has change vector %s, but Put was called with expecting new document. Optimistic concurrency violation, transaction will be aborted.", old.id, old.cv)
+		case *expected != "" && old == nil:
+			return Info{}, concurrencyErr("Document %s does not exist, but Put was called with change vector: %s. Optimistic concurrency violation, transaction will be aborted.", id, *expected)
+		case *expected != "" && old.cv != *expected:
+			return Info{}, concurrencyErr("Document %s has change vector %s, but Put was called with change vector %s. Optimistic concurrency violation, transaction will be aborted.", old.id, old.cv, *expected)
+		}
+	}
+	ckey, cname := tx.collectionKey(doc.Collection)
+	if old != nil && !strings.EqualFold(old.collection, cname) {
+		return Info{}, dberr.New(dberr.InvalidOperation, "Changing '%s' from '%s' to '%s' via update is not supported. Delete it and recreate the document.", old.id, old.collection, cname)
+	}
+	etag, cv := tx.nextWrite()
+	lm := tx.now.UnixNano()
+	if old != nil {
+		id = old.id // ids keep their first spelling
+		if _, err := tx.tx.Exec(`UPDATE docs SET etag = ?, change_vector = ?, last_modified = ?, body = ? WHERE etag = ?`,
+			etag, cv, lm, doc.Body, old.etag); err != nil {
+			return Info{}, err
+		}
+	} else {
+		if !known {
+			if err := tx.removeTombstone(key); err != nil {
+				return Info{}, err
+			}
+		}
+		if _, err := tx.tx.Exec(`INSERT INTO docs(etag, key, id, collection, change_vector, last_modified, flags, body) VALUES(?, ?, ?, ?, ?, ?, 0, ?)`,
+			etag, key, id, cname, cv, lm, doc.Body); err != nil {
+			return Info{}, err
+		}
+		tx.delta(ckey, cname).Docs++
+	}
+	tx.changes = append(tx.changes, Change{Type: "Put", ID: id, Collection: cname, ChangeVector: cv, Etag: etag})
+	return Info{ID: id, Collection: cname, ChangeVector: cv, Etag: etag, LastModified: tx.now}, nil
+}
+
+func (tx *Tx) removeTombstone(key string) error {
+	var coll string
+	err := tx.tx.QueryRow(`DELETE FROM tombstones WHERE key = ? RETURNING collection`, key).Scan(&coll)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ckey, cname := tx.collectionKey(coll)
+	tx.delta(ckey, cname).Tombstones--
+	return nil
+}
+
+// Delete removes a document and leaves a tombstone. Deleting a missing
+// document is not an error; deleted reports whether anything was removed.
+func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err error) {
+	key := LowerID(id)
+	old, err := tx.lookup(key)
+	if err != nil {
+		return Info{}, false, err
+	}
+	if expected != nil && *expected != "" {
+		if old == nil {
+			return Info{}, false, concurrencyErr("Document %s does not exist, but delete was called with change vector '%s'. Optimistic concurrency violation, transaction will be aborted.", id, *expected)
+		}
+		if old.cv != *expected {
+			return Info{}, false, concurrencyErr("Document %s has change vector %s, but Delete was called with change vector '%s'. Optimistic concurrency violation, transaction will be aborted.", old.id, old.cv, *expected)
+		}
+	}
+	if old == nil {
+		return Info{ID: id}, false, nil
+	}
+	etag, cv := tx.nextWrite()
+	lm := tx.now.UnixNano()
+	if _, err := tx.tx.Exec(`DELETE FROM docs WHERE etag = ?`, old.etag); err != nil {
+		return Info{}, false, err
+	}
+	if _, err := tx.tx.Exec(`INSERT INTO tombstones(etag, key, id, collection, deleted_etag, change_vector, last_modified, flags) VALUES(?, ?, ?, ?, ?, ?, ?, 0)`,
+		etag, key, old.id, old.collection, old.etag, cv, lm); err != nil {
+		return Info{}, false, err
+	}
+	ckey, cname := tx.collectionKey(old.collection)
+	d := tx.delta(ckey, cname)
+	d.Docs--
+	d.Tombstones++
+	tx.changes = append(tx.changes, Change{Type: "Delete", ID: old.id, Collection: cname, ChangeVector: cv, Etag: etag})
+	return Info{ID: old.id, Collection: cname, ChangeVector: cv, Etag: etag, LastModified: tx.now}, true, nil
+}
+
+// Identity returns the current value of an identity counter (0 when unset).
+// name is lower-cased and must end with '|'.
+func (tx *Tx) Identity(name string) (int64, error) {
+	var v int64
+	err := tx.tx.QueryRow(`SELECT value FROM identities WHERE name = ?`, strings.ToLower(name)).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// SetIdentity sets an identity counter.
+func (tx *Tx) SetIdentity(name string, value int64) error {
+	_, err := tx.tx.Exec(`INSERT INTO identities(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value`, strings.ToLower(name), value)
+	return err
+}
+
+func concurrencyErr(format string, args ...any) error {
+	return dberr.New(dberr.Concurrency, format, args...)
+}
+
+func pad19(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	if len(s) >= 19 {
+		return s
+	}
+	return strings.Repeat("0", 19-len(s)) + s
+}

@@ -1,0 +1,144 @@
+// Command studio runs a Rookery node: the RavenDB-compatible API and the
+// management studio, over one SQLite file per database.
+//
+//	studio [serve] [--http ADDR] [--data-dir DIR] [--node-tag TAG] [--public-url URL] [--log-level LEVEL] [--log-format text|json]
+//
+// Every flag is mirrored by an environment variable: --http is ROOKERY_HTTP,
+// --data-dir is ROOKERY_DATA_DIR, and so on. A flag given on the command line
+// wins over the environment.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rookerydb/rookery/web"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "studio:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	httpAddr, dataDir, nodeTag, publicURL, logLevel, logFormat string
+	shutdownTimeout                                            time.Duration
+}
+
+// envName is the environment variable that mirrors a flag.
+func envName(flagName string) string {
+	return "ROOKERY_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func parse(args []string, stderr io.Writer) (options, error) {
+	if len(args) > 0 && args[0] == "serve" {
+		args = args[1:]
+	} else if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return options{}, fmt.Errorf("unknown command %q (the command is: serve)", args[0])
+	}
+	var o options
+	fs := flag.NewFlagSet("studio serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8080", "HTTP listen address for the API and the studio")
+	fs.StringVar(&o.dataDir, "data-dir", "./data", "directory holding the databases")
+	fs.StringVar(&o.nodeTag, "node-tag", "A", "this node's tag: 1 to 4 upper-case letters")
+	fs.StringVar(&o.publicURL, "public-url", "", "URL clients should use for this node (default: http://<http address>)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on SIGINT/SIGTERM")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: studio [serve] [flags]\n\nEvery flag is mirrored by an environment variable (--data-dir is ROOKERY_DATA_DIR).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	// Environment first, so the command line wins.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := os.LookupEnv(envName(f.Name)); ok {
+			if err := f.Value.Set(v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("%s=%q: %v", envName(f.Name), v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return o, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return o, nil
+}
+
+func newLogger(o options, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %v", err)
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	switch o.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, hopts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, hopts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
+}
+
+func run(args []string, stderr io.Writer) error {
+	o, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(o, stderr)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(log)
+	srv, err := web.New(web.Config{HTTPAddr: o.httpAddr, DataDir: o.dataDir, NodeTag: o.nodeTag, PublicURL: o.publicURL, Logger: log})
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", o.httpAddr)
+	if err != nil {
+		_ = srv.Close()
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(l) }()
+	select {
+	case err := <-serveErr:
+		_ = srv.Close()
+		return err
+	case <-ctx.Done():
+	}
+	stop()
+	log.Info("shutting down: finishing in-flight requests", "timeout", o.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	<-serveErr
+	if err != nil {
+		return err
+	}
+	log.Info("shut down cleanly")
+	return nil
+}

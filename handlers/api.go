@@ -1,0 +1,158 @@
+// Package handlers holds the Echo handlers: the RavenDB-compatible HTTP API
+// that the npm client and Rookery's Go client speak. Handlers translate HTTP
+// to engine calls; they hold no SQL and no storage logic.
+package handlers
+
+import (
+	"encoding/json"
+	"hash/fnv"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rookerydb/rookery/backend/catalog"
+	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/ids"
+	"github.com/rookerydb/rookery/backend/storage"
+)
+
+// ServerVersion is what Rookery reports in Raven-Server-Version: the RavenDB
+// protocol generation it speaks.
+const ServerVersion = "7.1.0"
+
+// API serves the RavenDB-compatible endpoints of one node.
+type API struct {
+	Catalog *catalog.Catalog
+	NodeTag string
+	// URL returns the node's public base URL (no trailing slash).
+	URL        func() string
+	Identities ids.Local
+}
+
+// Register adds the API routes to e.
+func (a *API) Register(e *echo.Echo) {
+	e.GET("/topology", a.topology)
+	e.GET("/cluster/topology", a.clusterTopology)
+	e.GET("/cluster/node-info", a.nodeInfo)
+	e.GET("/build/version", a.buildVersion)
+	e.GET("/databases", a.listDatabases)
+	e.PUT("/admin/databases", a.createDatabase)
+	e.DELETE("/admin/databases", a.deleteDatabases)
+	e.GET("/admin/databases", a.databaseRecord)
+
+	g := e.Group("/databases/:db")
+	g.GET("/docs", a.getDocs)
+	g.POST("/docs", a.postDocs)
+	g.HEAD("/docs", a.headDoc)
+	g.PUT("/docs", a.putDoc)
+	g.DELETE("/docs", a.deleteDoc)
+	g.POST("/bulk_docs", a.bulkDocs)
+	g.GET("/hilo/next", a.hiloNext)
+	g.PUT("/hilo/return", a.hiloReturn)
+	g.POST("/identity/next", a.identityNext)
+	g.POST("/identity/seed", a.identitySeed)
+	g.GET("/debug/identities", a.identities)
+	g.GET("/stats", a.stats)
+	g.GET("/collections/stats", a.collectionStats)
+	g.GET("/configuration/client", a.clientConfiguration)
+	g.GET("/healthcheck", a.healthcheck)
+}
+
+// db resolves the :db path parameter.
+func (a *API) db(c echo.Context) (*storage.DB, error) {
+	return a.Catalog.Get(c.Param("db"))
+}
+
+// writeJSON sends v as JSON with status.
+func writeJSON(c echo.Context, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return c.Blob(status, echo.MIMEApplicationJSONCharsetUTF8, b)
+}
+
+func badParam(name, value string) error {
+	return dberr.New(dberr.BadRequest, "Query string parameter '%s' has an invalid value '%s'", name, value)
+}
+
+func requiredParam(c echo.Context, name string) (string, error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return "", dberr.New(dberr.BadRequest, "Query string parameter '%s' is required", name)
+	}
+	return v, nil
+}
+
+func intParam(c echo.Context, name string, def int64) (int64, error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, badParam(name, v)
+	}
+	return n, nil
+}
+
+func boolParam(c echo.Context, name string) (bool, error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badParam(name, v)
+	}
+	return b, nil
+}
+
+// unquote strips the quotes of an ETag-style header value.
+func unquote(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		return s[1 : len(s)-1]
+	}
+	return s
+}
+
+// etagOf is the cache validator of a set of documents: it changes whenever
+// any of them is written, appears or disappears.
+func etagOf(docs []*storage.Document, extra []*storage.Document) string {
+	h := fnv.New64a()
+	var buf [20]byte
+	for _, set := range [][]*storage.Document{docs, extra} {
+		for _, d := range set {
+			if d == nil {
+				h.Write([]byte{'-'})
+				continue
+			}
+			h.Write(strconv.AppendInt(buf[:0], d.Etag, 10))
+			h.Write([]byte{','})
+		}
+		h.Write([]byte{'|'})
+	}
+	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+func notModified(c echo.Context, etag string) bool {
+	inm := c.Request().Header.Get("If-None-Match")
+	return inm != "" && unquote(inm) == etag
+}
+
+func (a *API) healthcheck(c echo.Context) error {
+	if _, err := a.db(c); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusOK)
+}
+
+func (a *API) clientConfiguration(c echo.Context) error {
+	if _, err := a.db(c); err != nil {
+		return err
+	}
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSONCharsetUTF8, []byte(`{"Etag":0,"Configuration":null}`))
+}

@@ -1,0 +1,184 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/ids"
+	"github.com/rookerydb/rookery/backend/metrics"
+	"github.com/rookerydb/rookery/backend/storage"
+)
+
+func asMaxBytes(err error, target **http.MaxBytesError) bool { return errors.As(err, target) }
+
+// hiloNext serves GET /hilo/next: reserve the next range for a tag.
+func (a *API) hiloNext(c echo.Context) error {
+	db, err := a.db(c)
+	if err != nil {
+		return err
+	}
+	tag, err := requiredParam(c, "tag")
+	if err != nil {
+		return err
+	}
+	lastSize, err := intParam(c, "lastBatchSize", 0)
+	if err != nil {
+		return err
+	}
+	lastMax, err := intParam(c, "lastMax", 0)
+	if err != nil {
+		return err
+	}
+	sep := c.QueryParam("identityPartsSeparator")
+	if sep == "|" {
+		return dberr.New(dberr.BadRequest, "The identity parts separator cannot be '|'")
+	}
+	var r ids.Range
+	err = db.Write(c.Request().Context(), func(tx *storage.Tx) error {
+		var err error
+		r, err = ids.NextRange(tx, tag, lastSize, c.QueryParam("lastRangeAt"), sep, lastMax)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	metrics.HiLoCalls.WithLabelValues("next").Inc()
+	return writeJSON(c, http.StatusCreated, map[string]any{
+		"Prefix":      r.Prefix,
+		"Low":         r.Low,
+		"High":        r.High,
+		"LastSize":    r.LastSize,
+		"ServerTag":   r.ServerTag,
+		"LastRangeAt": document.FormatTime(r.LastRangeAt),
+	})
+}
+
+// hiloReturn serves PUT /hilo/return: give back the unused end of a range.
+func (a *API) hiloReturn(c echo.Context) error {
+	db, err := a.db(c)
+	if err != nil {
+		return err
+	}
+	tag, err := requiredParam(c, "tag")
+	if err != nil {
+		return err
+	}
+	end, err := intParam(c, "end", 0)
+	if err != nil {
+		return err
+	}
+	last, err := intParam(c, "last", 0)
+	if err != nil {
+		return err
+	}
+	err = db.Write(c.Request().Context(), func(tx *storage.Tx) error {
+		_, err := ids.ReturnRange(tx, tag, end, last)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	metrics.HiLoCalls.WithLabelValues("return").Inc()
+	return c.NoContent(http.StatusNoContent)
+}
+
+// identityNext serves POST /identity/next?name=.
+func (a *API) identityNext(c echo.Context) error {
+	db, err := a.db(c)
+	if err != nil {
+		return err
+	}
+	name, err := requiredParam(c, "name")
+	if err != nil {
+		return err
+	}
+	if !strings.HasSuffix(name, "|") {
+		name += "|"
+	}
+	var v int64
+	err = db.Write(c.Request().Context(), func(tx *storage.Tx) error {
+		vals, err := a.Identities.Take(tx, []string{name})
+		if err == nil {
+			v = vals[0]
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, map[string]int64{"NewIdentityValue": v})
+}
+
+// identitySeed serves POST /identity/seed?name=&value=[&force=true].
+func (a *API) identitySeed(c echo.Context) error {
+	db, err := a.db(c)
+	if err != nil {
+		return err
+	}
+	name, err := requiredParam(c, "name")
+	if err != nil {
+		return err
+	}
+	if _, err := requiredParam(c, "value"); err != nil {
+		return err
+	}
+	value, err := intParam(c, "value", 0)
+	if err != nil {
+		return err
+	}
+	if value < 0 {
+		return dberr.New(dberr.BadRequest, "An identity cannot be seeded with a negative value (%d)", value)
+	}
+	force, err := boolParam(c, "force")
+	if err != nil {
+		return err
+	}
+	var v int64
+	err = db.Write(c.Request().Context(), func(tx *storage.Tx) error {
+		v, err = a.Identities.Seed(tx, name, value, force)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, map[string]int64{"NewSeedValue": v})
+}
+
+// identities serves GET /debug/identities: a flat {"prefix|": value} object.
+func (a *API) identities(c echo.Context) error {
+	db, err := a.db(c)
+	if err != nil {
+		return err
+	}
+	start, err := intParam(c, "start", 0)
+	if err != nil {
+		return err
+	}
+	pageSize, err := intParam(c, "pageSize", 1<<31-1)
+	if err != nil {
+		return err
+	}
+	all, err := db.Identities(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(all))
+	for n := range all {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := map[string]int64{}
+	for i, n := range names {
+		if int64(i) < start || int64(len(out)) >= pageSize {
+			continue
+		}
+		out[n] = all[n]
+	}
+	return writeJSON(c, http.StatusOK, out)
+}

@@ -1,0 +1,85 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rookerydb/rookery/backend/dberr"
+)
+
+// envelope is RavenDB's error body: the client picks its exception class
+// from Type, and its message from Message (409) or Error (other statuses).
+type envelope struct {
+	Url     string
+	Type    string
+	Message string
+	Error   string
+}
+
+// ravenError maps an error to its status and RavenDB exception type.
+func ravenError(err error) (status int, typ, msg string) {
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		msg = http.StatusText(he.Code)
+		if m, ok := he.Message.(string); ok {
+			msg = m
+		}
+		switch he.Code {
+		case http.StatusNotFound, http.StatusMethodNotAllowed:
+			return http.StatusBadRequest, "Raven.Client.Exceptions.Routing.RouteNotFoundException", "There is no handler for this path and method"
+		case http.StatusRequestEntityTooLarge:
+			return http.StatusRequestEntityTooLarge, "Raven.Client.Exceptions.BadRequestException", msg
+		}
+		if he.Code >= 400 && he.Code < 500 {
+			return he.Code, "Raven.Client.Exceptions.BadRequestException", msg
+		}
+		return he.Code, "Raven.Client.Exceptions.RavenException", msg
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return http.StatusRequestTimeout, "System.TimeoutException", "The request was cancelled or timed out: " + err.Error()
+	}
+	var de *dberr.Error
+	if !errors.As(err, &de) {
+		return http.StatusInternalServerError, "Raven.Client.Exceptions.RavenException", err.Error()
+	}
+	switch de.Kind {
+	case dberr.BadRequest:
+		return http.StatusBadRequest, "Raven.Client.Exceptions.BadRequestException", de.Error()
+	case dberr.Concurrency:
+		return http.StatusConflict, "Raven.Client.Exceptions.ConcurrencyException", de.Error()
+	case dberr.NotFound:
+		return http.StatusNotFound, "Raven.Client.Exceptions.Documents.DocumentDoesNotExistException", de.Error()
+	case dberr.DatabaseMissing:
+		return http.StatusServiceUnavailable, "Raven.Client.Exceptions.Database.DatabaseDoesNotExistException", de.Error()
+	case dberr.InvalidOperation:
+		return http.StatusBadRequest, "System.InvalidOperationException", de.Error()
+	case dberr.Unavailable:
+		return http.StatusServiceUnavailable, "Raven.Client.Exceptions.Database.DatabaseDisabledException", de.Error()
+	}
+	return http.StatusInternalServerError, "Raven.Client.Exceptions.RavenException", de.Error()
+}
+
+// errorHandler writes every error as a RavenDB envelope.
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	status, typ, msg := ravenError(err)
+	var de *dberr.Error
+	if errors.As(err, &de) && de.Kind == dberr.DatabaseMissing {
+		c.Response().Header().Set("Database-Missing", de.Database)
+	}
+	if status >= 500 && status != http.StatusServiceUnavailable {
+		s.log.Error("request failed", "method", c.Request().Method, "url", c.Request().URL.String(), "error", err)
+	}
+	body, _ := json.Marshal(envelope{Url: c.Request().URL.RequestURI(), Type: typ, Message: msg, Error: msg})
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(status)
+		return
+	}
+	_ = c.Blob(status, echo.MIMEApplicationJSONCharsetUTF8, body)
+}

@@ -1,0 +1,98 @@
+package web
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rookerydb/rookery/handlers"
+)
+
+// serverHeaders adds the headers every RavenDB response carries.
+func serverHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set("Raven-Server-Version", handlers.ServerVersion)
+		return next(c)
+	}
+}
+
+// recoverMiddleware turns a panic into a 500 envelope; the stack goes to the
+// log, never to the client.
+func (s *Server) recoverMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				s.log.Error("panic in handler", "path", c.Request().URL.Path, "panic", r, "stack", string(debug.Stack()))
+				err = fmt.Errorf("internal error: %v", r)
+			}
+		}()
+		return next(c)
+	}
+}
+
+func (s *Server) logMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		if s.log.Enabled(c.Request().Context(), slog.LevelDebug) || c.Response().Status >= 500 {
+			level := slog.LevelDebug
+			if c.Response().Status >= 500 {
+				level = slog.LevelWarn
+			}
+			s.log.Log(c.Request().Context(), level, "request",
+				"method", c.Request().Method, "path", c.Request().URL.Path,
+				"status", c.Response().Status, "duration", time.Since(start))
+		}
+		return nil
+	}
+}
+
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(r prometheus.Registerer) *httpMetrics {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rookery_http_requests_total",
+			Help: "HTTP requests, by method, route and status code.",
+		}, []string{"method", "route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rookery_http_request_duration_seconds",
+			Help:    "HTTP request duration, by method and route.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}, []string{"method", "route"}),
+	}
+	r.MustRegister(m.requests, m.duration)
+	return m
+}
+
+func (m *httpMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		route := c.Path()
+		if route == "" {
+			route = "unmatched"
+		}
+		m.requests.WithLabelValues(c.Request().Method, route, strconv.Itoa(c.Response().Status)).Inc()
+		m.duration.WithLabelValues(c.Request().Method, route).Observe(time.Since(start).Seconds())
+		return nil
+	}
+}

@@ -1,0 +1,82 @@
+// Package client is the Go client of Rookery, a document database that
+// speaks the part of RavenDB's HTTP protocol RavenDB clients use. It follows
+// the shape of RavenDB's own clients: a DocumentStore per application and
+// database, and short-lived Sessions (units of work) opened from it.
+//
+// # Getting started
+//
+//	store := client.NewDocumentStore([]string{"http://127.0.0.1:8080"}, "shop")
+//	defer store.Close() // returns unused HiLo ids to the server
+//
+//	type Order struct {
+//		ID    string // the document id, found by convention
+//		Total float64
+//	}
+//
+//	s := store.OpenSession()
+//	o := &Order{Total: 12.5}
+//	if err := s.Store(o); err != nil { ... } // o.ID is now "orders/1-A"
+//	if err := s.SaveChanges(); err != nil { ... } // one POST bulk_docs
+//
+//	s2 := store.OpenSession()
+//	var got *Order
+//	found, err := s2.Load(o.ID, &got)     // or client.Load[Order](s2, o.ID)
+//	got.Total = 20
+//	_ = s2.Delete("orders/7-A")
+//	err = s2.SaveChanges()                // the update and the delete, in one transaction
+//
+// # Ids
+//
+// Session.Store gives an entity without an id a HiLo id at once, with no
+// request except when the current range of ids is used up: the store
+// reserves ranges per collection (GET hilo/next) and shares them between
+// all its sessions and goroutines. Ranges grow while they are used quickly,
+// so a busy client needs about 15 range requests per million ids
+// (DocumentStore.HiLoRequests counts them). Close gives back the unused rest.
+//
+// StoreWithID takes the id as given, except for two forms the server
+// completes on SaveChanges, after which the entity's id field is updated:
+// "companies|" takes the next identity ("companies/1"), and "companies/"
+// (ending in the separator) gets a unique server-generated suffix. Entities
+// without an id field or without a collection (maps) get a GUID id from the
+// server.
+//
+// # Conventions
+//
+// The collection of a type is its plural name (Company → Companies, Person →
+// People); the id prefix is the collection lower-cased unless it has two or
+// more capitals (OrderLines stays). The id field is a string field named ID
+// or Id, or tagged `rookery:"id"` or `json:"id"`. Every rule can be replaced
+// through Conventions, before the store's first use. Documents carry
+// @metadata with @collection and the Go type (Raven-Go-Type).
+//
+// # Change tracking and concurrency
+//
+// Loaded entities are tracked: SaveChanges sends those whose JSON differs
+// from what was loaded, plus new and deleted ones, all in one request that
+// the server applies atomically. With UseOptimisticConcurrency the session
+// sends the change vector each document was loaded with (and "" for new
+// ones, meaning "must not exist"); a conflicting write fails with a
+// *ConcurrencyError:
+//
+//	var ce *client.ConcurrencyError
+//	if errors.As(err, &ce) { ... reload and retry ... }
+//
+// # Network behaviour
+//
+// The RequestExecutor fetches the database topology (GET /topology) on first
+// use and sends requests to its nodes, trying the next node (and then the
+// store's other URLs) on network errors, 408, 410, 425 and 5xx. A database
+// missing everywhere yields *DatabaseDoesNotExistError; other server errors
+// are *ServerError with the server's exception Type and Message. GET
+// responses that carry an ETag are cached (bounded by
+// Conventions.MaxHTTPCacheSize) and revalidated with If-None-Match, so a
+// repeated load is answered by a bodiless 304.
+//
+// # Maintenance
+//
+// DocumentStore also has CreateDatabase, DeleteDatabase, NextIdentity,
+// SeedIdentity, GetIdentities, GetStatistics and GetCollectionStatistics.
+// These take a context; session methods use the session's context
+// (SessionOptions.Context).
+package client

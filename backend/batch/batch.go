@@ -95,8 +95,10 @@ func Parse(r io.Reader) ([]Command, error) {
 func readCommands(dec *jsontext.Decoder) ([]Command, error) {
 	if k := dec.PeekKind(); k != '[' {
 		if k == 'n' {
-			_, err := dec.ReadToken()
-			return nil, err
+			if _, err := dec.ReadToken(); err != nil {
+				return nil, badf(dec.InputOffset(), "%v", err)
+			}
+			return nil, nil
 		}
 		return nil, badf(dec.InputOffset(), "Commands must be an array")
 	}
@@ -181,7 +183,9 @@ func readCommand(dec *jsontext.Decoder, i int) (Command, error) {
 			}
 		case "Document":
 			if dec.PeekKind() == 'n' {
-				_, _ = dec.ReadToken()
+				if _, err := dec.ReadToken(); err != nil {
+					return c, badf(dec.InputOffset(), "%v", err)
+				}
 				continue
 			}
 			doc, err := document.Read(dec)

@@ -121,8 +121,10 @@ func readMetadata(dec *jsontext.Decoder) (members []byte, collection string, err
 	switch k := dec.PeekKind(); k {
 	case '{':
 	case 'n':
-		_, err := dec.ReadToken()
-		return nil, "", err
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, "", errf("invalid document JSON: %v", err)
+		}
+		return nil, "", nil
 	default:
 		if k == jsontext.KindInvalid {
 			_, err := dec.ReadToken()

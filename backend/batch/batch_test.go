@@ -1,0 +1,150 @@
+package batch_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rookerydb/rookery/backend/batch"
+	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/ids"
+	"github.com/rookerydb/rookery/backend/storage"
+)
+
+func TestParseSessionBatch(t *testing.T) {
+	body := `{"Commands":[
+		{"Id":"users/1-A","Document":{"name":"John","@metadata":{"@collection":"Users","Raven-Node-Type":"User"}},"Type":"PUT"},
+		{"Id":"companies|","ChangeVector":null,"OriginalChangeVector":null,"Document":{"@metadata":{"@collection":"Companies"}},"Type":"PUT","ForceRevisionCreationStrategy":"None"},
+		{"Id":"x","ChangeVector":"","Document":{},"Type":"PUT"},
+		{"Id":"literals/1","ChangeVector":null,"Type":"DELETE"}
+	],"TransactionMode":"SingleNode"}`
+	cmds, err := batch.Parse(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cmds) != 4 {
+		t.Fatalf("%d commands", len(cmds))
+	}
+	if cmds[0].Type != batch.Put || cmds[0].ID != "users/1-A" || cmds[0].ChangeVector != nil || cmds[0].Document.Collection != "Users" {
+		t.Fatalf("cmd0 %+v", cmds[0])
+	}
+	if cmds[2].ChangeVector == nil || *cmds[2].ChangeVector != "" {
+		t.Fatal("empty change vector must mean must-be-new")
+	}
+	if cmds[3].Type != batch.Delete || cmds[3].ID != "literals/1" {
+		t.Fatalf("cmd3 %+v", cmds[3])
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	cases := map[string]string{
+		"not json":           `nope`,
+		"array":              `[]`,
+		"no commands":        `{}`,
+		"commands object":    `{"Commands":{}}`,
+		"truncated":          `{"Commands":[{"Id":"a","Type":"PUT","Document":{}}`,
+		"put no doc":         `{"Commands":[{"Id":"a","Type":"PUT"}]}`,
+		"delete no id":       `{"Commands":[{"Type":"DELETE"}]}`,
+		"no type":            `{"Commands":[{"Id":"a","Document":{}}]}`,
+		"patch":              `{"Commands":[{"Id":"a","Type":"PATCH","Patch":{"Script":"x"}}]}`,
+		"id number":          `{"Commands":[{"Id":5,"Type":"DELETE"}]}`,
+		"doc array":          `{"Commands":[{"Id":"a","Type":"PUT","Document":[]}]}`,
+		"bad collection":     `{"Commands":[{"Id":"a","Type":"PUT","Document":{"@metadata":{"@collection":1}}}]}`,
+		"trailing":           `{"Commands":[]} x`,
+		"cluster-wide":       `{"Commands":[],"TransactionMode":"ClusterWide"}`,
+		"command not object": `{"Commands":[1]}`,
+	}
+	for name, body := range cases {
+		_, err := batch.Parse(strings.NewReader(body))
+		if !dberr.Is(err, dberr.BadRequest) {
+			t.Errorf("%s: err = %v, want BadRequest", name, err)
+		}
+	}
+}
+
+func openDB(t *testing.T) *storage.DB {
+	db, err := storage.Open(filepath.Join(t.TempDir(), "db.sqlite"), storage.Options{Name: "t", NodeTag: "A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func run(t *testing.T, db *storage.DB, body string) ([]batch.Result, error) {
+	t.Helper()
+	cmds, err := batch.Parse(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return batch.Execute(context.Background(), db, ids.Local{}, cmds)
+}
+
+func TestExecuteIdentitiesAndAllOrNothing(t *testing.T) {
+	db := openDB(t)
+	res, err := run(t, db, `{"Commands":[
+		{"Id":"Companies|","Document":{"@metadata":{"@collection":"Companies"}},"Type":"PUT"},
+		{"Id":"companies|","Document":{"@metadata":{"@collection":"Companies"}},"Type":"PUT"},
+		{"Id":"companies/","Document":{"@metadata":{"@collection":"Companies"}},"Type":"PUT"}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].ID != "Companies/1" || res[1].ID != "companies/2" || !strings.HasPrefix(res[2].ID, "companies/000000000000000000") {
+		t.Fatalf("ids %v %v %v", res[0].ID, res[1].ID, res[2].ID)
+	}
+	// The second command fails: nothing of the batch may stay, not even the identity value.
+	_, err = run(t, db, `{"Commands":[
+		{"Id":"companies|","Document":{"@metadata":{"@collection":"Companies"}},"Type":"PUT"},
+		{"Id":"companies/1","ChangeVector":"A:999-zz","Document":{"@metadata":{"@collection":"Companies"}},"Type":"PUT"}]}`)
+	if !dberr.Is(err, dberr.Concurrency) {
+		t.Fatalf("err %v", err)
+	}
+	if d, _ := db.Get(context.Background(), "companies/3"); d != nil {
+		t.Fatal("rejected batch left a document")
+	}
+	counters, _ := db.Identities(context.Background())
+	if counters["companies|"] != 2 {
+		t.Fatalf("rejected batch moved the identity: %v", counters)
+	}
+	// An identity id with a change vector is refused.
+	_, err = run(t, db, `{"Commands":[{"Id":"companies|","ChangeVector":"A:1-x","Document":{},"Type":"PUT"}]}`)
+	if !dberr.Is(err, dberr.BadRequest) {
+		t.Fatalf("err %v", err)
+	}
+	// Delete of a missing document is a no-op result.
+	res, err = run(t, db, `{"Commands":[{"Id":"nope/1","Type":"DELETE"},{"Id":"companies/2","Type":"DELETE"}]}`)
+	if err != nil || res[0].Deleted || !res[1].Deleted || res[1].ChangeVector == "" {
+		t.Fatalf("delete results %+v %v", res, err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(`{"Commands":[{"Id":"users/1-A","Document":{"name":"John","@metadata":{"@collection":"Users"}},"Type":"PUT"}]}`)
+	f.Add(`{"Commands":[{"Id":"a|","ChangeVector":"","Document":{},"Type":"PUT"},{"Id":"b","Type":"DELETE","ChangeVector":"A:1-x"}],"TransactionMode":"SingleNode"}`)
+	f.Add(`{"Commands":null}`)
+	f.Add(`{"Commands":[{"Type":"PATCH"}]}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		cmds, err := batch.Parse(strings.NewReader(body))
+		if err != nil {
+			if !dberr.Is(err, dberr.BadRequest) {
+				t.Fatalf("parse error of the wrong kind: %v", err)
+			}
+			return
+		}
+		for _, c := range cmds {
+			switch c.Type {
+			case batch.Put:
+				if len(c.Document.Body) < 2 || c.Document.Collection == "" {
+					t.Fatalf("PUT without a stored body: %+v", c)
+				}
+			case batch.Delete:
+				if strings.TrimSpace(c.ID) == "" {
+					t.Fatal("DELETE without id")
+				}
+			default:
+				t.Fatalf("unexpected type %q", c.Type)
+			}
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/json"
 	"net/http"
 	"reflect"
 	"strings"
@@ -190,6 +191,9 @@ type typeInfo struct {
 	goType     string
 	idField    []int  // index path of the id field; nil when none
 	idJSONName string // JSON key of the id field ("" when not serialised)
+	// defaultMeta is the JSON of the metadata of a new entity of this type
+	// ({"@collection":…,"Raven-Go-Type":…}); nil for maps.
+	defaultMeta []byte
 }
 
 type typeCache struct {
@@ -221,6 +225,9 @@ func (c *typeCache) build(t reflect.Type) *typeInfo {
 		ti.tag = c.conv.TransformCollectionNameToDocumentIDPrefix(ti.collection)
 	}
 	ti.goType = c.conv.FindGoTypeName(t)
+	if ti.collection != "" && ti.goType != "" {
+		ti.defaultMeta, _ = json.Marshal(map[string]string{"@collection": ti.collection, GoTypeMetadataKey: ti.goType})
+	}
 	for _, f := range reflect.VisibleFields(t) {
 		if !f.IsExported() || f.Anonymous || f.Type.Kind() != reflect.String {
 			continue

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -134,6 +135,21 @@ func TestRebuildObject(t *testing.T) {
 	got, err = rebuildObject([]byte(`{"ID":"a"}`), []string{"ID"}, meta)
 	if err != nil || string(got) != `{"@metadata":{"@collection":"Users"}}` {
 		t.Errorf("only id: %s %v", got, err)
+	}
+	tricky := `{ "a\"}" : "x\"},{\\" , "ID":{"k":["}",{"]":1}]},"n" : -1.5e3,"t":true,"z":null,"u\u0049D":"esc" }`
+	got, err = rebuildObject([]byte(tricky), []string{"ID", "uID"}, meta)
+	want = `{"a\"}" : "x\"},{\\","n" : -1.5e3,"t":true,"z":null,"@metadata":{"@collection":"Users"}}`
+	if err != nil || string(got) != want {
+		t.Errorf("tricky:\n got %s\nwant %s (%v)", got, want, err)
+	}
+	var check map[string]any
+	if err := json.Unmarshal(got, &check); err != nil || len(check) != 5 {
+		t.Errorf("tricky result is not the expected JSON: %v %v", check, err)
+	}
+	for _, bad := range []string{`{"a":}`, `{"a" 1}`, `{"a":"x`, `{"a":[1,2}`, `{a:1}`} {
+		if _, err := rebuildObject([]byte(bad), []string{"x"}, meta); err == nil {
+			t.Errorf("malformed %s accepted", bad)
+		}
 	}
 	if _, err := rebuildObject([]byte(`[1]`), nil, meta); err == nil {
 		t.Error("array accepted as a document")

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -261,5 +260,4 @@ func BenchmarkHiLoWithRangeDoubling(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(f.calls.Load())/float64(b.N)*1e6, "fetches/1Mids")
-	_ = fmt.Sprint()
 }

@@ -770,3 +770,44 @@ func TestIntegrationConcurrentSessions(t *testing.T) {
 		t.Errorf("%d topology fetches, want 1", got)
 	}
 }
+
+func TestIntegrationMetadataChangesAreSaved(t *testing.T) {
+	n := testserver.Start(t)
+	store, log := newStore(t, []string{n.URL})
+	s := store.OpenSession()
+	u := &User{Name: "meta"}
+	_ = s.Store(u)
+	md, _ := s.GetMetadataFor(u)
+	md["Owner"] = "ops"
+	if err := s.SaveChanges(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := store.OpenSession()
+	got, _ := Load[User](s2, u.ID)
+	md2, _ := s2.GetMetadataFor(got)
+	if md2["Owner"] != "ops" || md2["@collection"] != "Users" {
+		t.Fatalf("metadata after load: %v", md2)
+	}
+	md2["Owner"] = "dev"
+	if !s2.HasChanged(got) {
+		t.Error("metadata change not detected")
+	}
+	before := log.count("POST", "/bulk_docs")
+	if err := s2.SaveChanges(); err != nil {
+		t.Fatal(err)
+	}
+	if log.count("POST", "/bulk_docs") != before+1 {
+		t.Error("metadata change not saved")
+	}
+	// Saving again sends nothing: the saved state is the new snapshot.
+	if s2.HasChanges() {
+		t.Error("changes reported right after SaveChanges")
+	}
+	got3, _ := Load[User](store.OpenSession(), u.ID)
+	s3 := store.OpenSession()
+	got3, _ = Load[User](s3, u.ID)
+	md3, _ := s3.GetMetadataFor(got3)
+	if md3["Owner"] != "dev" {
+		t.Errorf("metadata %v", md3)
+	}
+}

@@ -386,15 +386,9 @@ func (s *Session) IsLoaded(id string) bool {
 // serialize renders a tracked entity as the document JSON sent to the
 // server: its JSON without the id field, then @metadata.
 func (s *Session) serialize(info *docInfo) ([]byte, error) {
-	meta := make(map[string]any, len(info.metadata))
-	for k, v := range info.metadata {
-		if !contains(serverMetadataKeys, k) {
-			meta[k] = v
-		}
-	}
-	metaJSON, err := json.Marshal(meta)
+	metaJSON, err := metadataJSON(info)
 	if err != nil {
-		return nil, fmt.Errorf("rookery: metadata of %q: %w", info.id, err)
+		return nil, err
 	}
 	raw, err := json.Marshal(info.entity)
 	if err != nil {
@@ -407,6 +401,42 @@ func (s *Session) serialize(info *docInfo) ([]byte, error) {
 		skip = []string{info.ti.idJSONName}
 	}
 	return rebuildObject(raw, skip, metaJSON)
+}
+
+// metadataJSON renders the metadata sent for a document: every key but the
+// server-computed ones. The common case (just @collection and the Go type)
+// is rendered once per type.
+func metadataJSON(info *docInfo) ([]byte, error) {
+	ti := info.ti
+	if ti.defaultMeta != nil {
+		plain, n := true, 0
+		for k, v := range info.metadata {
+			switch k {
+			case "@collection":
+				plain = plain && v == any(ti.collection)
+				n++
+			case GoTypeMetadataKey:
+				plain = plain && v == any(ti.goType)
+				n++
+			default:
+				plain = plain && contains(serverMetadataKeys, k)
+			}
+		}
+		if plain && n == 2 {
+			return ti.defaultMeta, nil
+		}
+	}
+	meta := make(map[string]any, len(info.metadata))
+	for k, v := range info.metadata {
+		if !contains(serverMetadataKeys, k) {
+			meta[k] = v
+		}
+	}
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return nil, fmt.Errorf("rookery: metadata of %q: %w", info.id, err)
+	}
+	return b, nil
 }
 
 // HasChanges reports whether SaveChanges would send anything.
@@ -584,12 +614,17 @@ func (s *Session) applyPutResult(info *docInfo, res map[string]any, sent []byte)
 	if !info.ti.isMap {
 		setEntityID(info.ptr, info.ti, id)
 	}
+	metaChanged := false
 	for k, v := range res {
 		if k == "Type" {
 			continue
 		}
-		if _, had := info.metadata["@collection"]; k == "@collection" && !had && v == "@empty" {
+		old, had := info.metadata[k]
+		if k == "@collection" && !had && v == "@empty" {
 			continue
+		}
+		if !contains(serverMetadataKeys, k) && (!had || !reflect.DeepEqual(old, v)) {
+			metaChanged = true
 		}
 		info.metadata[k] = v
 	}
@@ -598,12 +633,13 @@ func (s *Session) applyPutResult(info *docInfo, res map[string]any, sent []byte)
 	}
 	info.isNew = false
 	info.expectedCV = nil
-	// The snapshot is what we sent; re-serialise so that server-set
-	// metadata (@id etc., never sent) does not count as a change.
-	if doc, err := s.serialize(info); err == nil {
-		info.snapshot = doc
-	} else {
-		info.snapshot = sent
+	// The snapshot is what was sent, unless the server's answer changed
+	// metadata that is sent back (server-computed keys are never sent).
+	info.snapshot = sent
+	if metaChanged {
+		if doc, err := s.serialize(info); err == nil {
+			info.snapshot = doc
+		}
 	}
 }
 

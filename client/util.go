@@ -31,64 +31,138 @@ func newUUID() string {
 
 // rebuildObject copies the members of the JSON object raw, leaving out the
 // keys in skip, and appends "@metadata": meta as the last member. Member order
-// and values are kept byte for byte.
+// and values are kept byte for byte. raw must be valid JSON (as produced by
+// encoding/json).
 func rebuildObject(raw []byte, skip []string, meta []byte) ([]byte, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) < 2 || raw[0] != '{' || raw[len(raw)-1] != '}' {
 		return nil, fmt.Errorf("rookery: entity does not serialise to a JSON object: %.40s", raw)
 	}
-	var out bytes.Buffer
-	out.Grow(len(raw) + len(meta) + 16)
-	if len(skip) == 0 {
-		body := bytes.TrimSpace(raw[1 : len(raw)-1])
-		out.WriteByte('{')
-		out.Write(body)
-		if len(body) > 0 {
-			out.WriteByte(',')
-		}
-		out.WriteString(`"@metadata":`)
-		out.Write(meta)
-		out.WriteByte('}')
-		return out.Bytes(), nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil { // '{'
-		return nil, err
-	}
-	out.WriteByte('{')
+	out := make([]byte, 0, len(raw)+len(meta)+16)
+	out = append(out, '{')
 	first := true
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
+	i := 1
+	for {
+		i = skipSpace(raw, i)
+		if i >= len(raw) {
+			return nil, errMalformed
 		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, errors.New("rookery: malformed JSON object")
+		if raw[i] == '}' {
+			break
 		}
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return nil, err
-		}
-		if contains(skip, key) {
+		if raw[i] == ',' {
+			i++
 			continue
 		}
-		if !first {
-			out.WriteByte(',')
+		if raw[i] != '"' {
+			return nil, errMalformed
 		}
-		first = false
-		kb, _ := json.Marshal(key)
-		out.Write(kb)
-		out.WriteByte(':')
-		out.Write(val)
+		keyStart := i
+		keyEnd, escaped := scanString(raw, i)
+		if keyEnd < 0 {
+			return nil, errMalformed
+		}
+		i = skipSpace(raw, keyEnd)
+		if i >= len(raw) || raw[i] != ':' {
+			return nil, errMalformed
+		}
+		valEnd := scanValue(raw, skipSpace(raw, i+1))
+		if valEnd < 0 {
+			return nil, errMalformed
+		}
+		keep := true
+		if len(skip) > 0 {
+			key := string(raw[keyStart+1 : keyEnd-1])
+			if escaped {
+				if err := json.Unmarshal(raw[keyStart:keyEnd], &key); err != nil {
+					return nil, errMalformed
+				}
+			}
+			keep = !contains(skip, key)
+		}
+		if keep {
+			if !first {
+				out = append(out, ',')
+			}
+			first = false
+			out = append(out, raw[keyStart:valEnd]...)
+		}
+		i = valEnd
 	}
 	if !first {
-		out.WriteByte(',')
+		out = append(out, ',')
 	}
-	out.WriteString(`"@metadata":`)
-	out.Write(meta)
-	out.WriteByte('}')
-	return out.Bytes(), nil
+	out = append(out, `"@metadata":`...)
+	out = append(out, meta...)
+	out = append(out, '}')
+	return out, nil
+}
+
+var errMalformed = errors.New("rookery: malformed JSON object")
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// scanString returns the index just past the string starting at b[i] ('"'),
+// or -1, and whether it contains escapes.
+func scanString(b []byte, i int) (int, bool) {
+	escaped := false
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			escaped = true
+			j++
+		case '"':
+			return j + 1, escaped
+		}
+	}
+	return -1, escaped
+}
+
+// scanValue returns the index just past the JSON value starting at b[i], or
+// -1.
+func scanValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		end, _ := scanString(b, i)
+		return end
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, _ := scanString(b, j)
+				if end < 0 {
+					return -1
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	default:
+		j := i
+		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\t' && b[j] != '\r' {
+			j++
+		}
+		if j == i {
+			return -1
+		}
+		return j
+	}
 }
 
 func contains(list []string, s string) bool {

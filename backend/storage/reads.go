@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 )
 
 // Get reads one document; nil when missing.
@@ -111,4 +112,39 @@ func prefixUpperBound(p string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// IntegrityCheck runs SQLite's integrity check and checks that the counters
+// agree with the rows: the per-collection counts and the last etag.
+func (db *DB) IntegrityCheck(ctx context.Context) error {
+	var res string
+	if err := db.reader.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&res); err != nil {
+		return err
+	}
+	if res != "ok" {
+		return fmt.Errorf("integrity check: %s", res)
+	}
+	rows, err := db.reader.QueryContext(ctx, `SELECT c.name, c.docs, (SELECT count(*) FROM docs d WHERE d.collection = c.name) FROM collections c`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var counted, actual int64
+		if err := rows.Scan(&name, &counted, &actual); err != nil {
+			return err
+		}
+		if counted != actual {
+			return fmt.Errorf("collection %s: counter says %d documents, table has %d", name, counted, actual)
+		}
+	}
+	var maxEtag sql.NullInt64
+	if err := db.reader.QueryRowContext(ctx, `SELECT max(m) FROM (SELECT max(etag) AS m FROM docs UNION ALL SELECT max(etag) FROM tombstones)`).Scan(&maxEtag); err != nil {
+		return err
+	}
+	if maxEtag.Int64 > db.LastEtag() {
+		return fmt.Errorf("last etag %d is behind the stored etag %d", db.LastEtag(), maxEtag.Int64)
+	}
+	return rows.Err()
 }

@@ -811,3 +811,97 @@ func TestIntegrationMetadataChangesAreSaved(t *testing.T) {
 		t.Errorf("metadata %v", md3)
 	}
 }
+
+func TestIntegrationIncludes(t *testing.T) {
+	n := testserver.Start(t)
+	store, _ := newStore(t, []string{n.URL})
+	s := store.OpenSession()
+	c := &Company{Name: "Acme"}
+	_ = s.StoreWithID(c, "companies/acme")
+	o := &Order{Company: "companies/acme", Total: 3}
+	_ = s.Store(o)
+	o2 := &Order{Company: "companies/none", Total: 4}
+	_ = s.Store(o2)
+	if err := s.SaveChanges(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := store.OpenSession()
+	var order *Order
+	if found, err := s2.Include("Company").Load(o.ID, &order); !found || err != nil {
+		t.Fatal(found, err)
+	}
+	if s2.NumberOfRequests() != 1 {
+		t.Fatalf("%d requests", s2.NumberOfRequests())
+	}
+	comp, err := Load[Company](s2, order.Company)
+	if err != nil || comp == nil || comp.Name != "Acme" || comp.ID != "companies/acme" {
+		t.Errorf("included company: %+v %v", comp, err)
+	}
+	if s2.NumberOfRequests() != 1 {
+		t.Errorf("loading an included document made a request (%d)", s2.NumberOfRequests())
+	}
+	// The included document is tracked once loaded.
+	comp.Name = "Acme 2"
+	if err := s2.SaveChanges(); err != nil {
+		t.Fatal(err)
+	}
+	if c2, _ := Load[Company](store.OpenSession(), "companies/acme"); c2.Name != "Acme 2" {
+		t.Errorf("included entity not tracked: %q", c2.Name)
+	}
+	// LoadMulti with includes.
+	s3 := store.OpenSession()
+	orders := map[string]*Order{}
+	if err := s3.Include("Company").LoadMulti([]string{o.ID, o2.ID}, &orders); err != nil {
+		t.Fatal(err)
+	}
+	if len(orders) != 2 || orders[o2.ID].Total != 4 {
+		t.Errorf("orders %v", orders)
+	}
+	if c, _ := Load[Company](s3, "companies/acme"); c == nil || s3.NumberOfRequests() != 1 {
+		t.Errorf("include via LoadMulti: %v, %d requests", c, s3.NumberOfRequests())
+	}
+}
+
+func TestIntegrationCustomSeparator(t *testing.T) {
+	n := testserver.Start(t)
+	db := newDatabase(t, n.URL)
+	conv := DefaultConventions()
+	conv.IdentityPartsSeparator = "-"
+	store := NewDocumentStoreWithConventions([]string{n.URL}, db, conv)
+	defer store.Close()
+	s := store.OpenSession()
+	u := &User{Name: "sep"}
+	if err := s.Store(u); err != nil {
+		t.Fatal(err)
+	}
+	if u.ID != "users-1-A" {
+		t.Errorf("id with separator '-': %q", u.ID)
+	}
+	if err := s.SaveChanges(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := Load[User](store.OpenSession(), "users-1-A"); got == nil {
+		t.Error("not saved under users-1-A")
+	}
+}
+
+func TestIntegrationNoReachableNode(t *testing.T) {
+	store := NewDocumentStore([]string{deadURL(t), deadURL(t)}, "db")
+	defer store.Close()
+	start := time.Now()
+	_, err := Load[User](store.OpenSession(), "users/1")
+	var anf *AllNodesFailedError
+	if !errors.As(err, &anf) || len(anf.Errors) != 2 {
+		t.Errorf("error %v (%T), want *AllNodesFailedError with 2 node errors", err, err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("took %v", time.Since(start))
+	}
+	if err := store.OpenSession().Store(&User{}); err == nil {
+		t.Error("HiLo with no server succeeded")
+	}
+	bad := NewDocumentStore([]string{"ftp://x"}, "db")
+	if err := bad.OpenSession().Store(&User{}); err == nil || !strings.Contains(err.Error(), "invalid server URL") {
+		t.Errorf("bad URL: %v", err)
+	}
+}

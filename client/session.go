@@ -510,22 +510,14 @@ func (s *Session) SaveChanges() error {
 		if info.removed {
 			continue
 		}
-		if !info.isNew && info.expectedCV == nil {
-			doc, err := s.serialize(info)
-			if err != nil {
-				return err
-			}
-			if bytes.Equal(doc, info.snapshot) {
-				continue
-			}
-			docs = append(docs, doc)
-		} else {
-			doc, err := s.serialize(info)
-			if err != nil {
-				return err
-			}
-			docs = append(docs, doc)
+		doc, err := s.serialize(info)
+		if err != nil {
+			return err
 		}
+		if !info.isNew && info.expectedCV == nil && bytes.Equal(doc, info.snapshot) {
+			continue // unchanged
+		}
+		docs = append(docs, doc)
 		cmd := batchCommand{Type: "PUT", Document: docs[len(docs)-1]}
 		if info.id != "" {
 			id := info.id
@@ -576,8 +568,7 @@ func (s *Session) SaveChanges() error {
 		return fmt.Errorf("rookery: bulk_docs: %d results for %d commands", len(out.Results), len(cmds))
 	}
 	nDel := len(s.deleteOrder)
-	for i, d := range s.deleteOrder {
-		_ = out.Results[i]
+	for _, d := range s.deleteOrder {
 		delete(s.deleted, strings.ToLower(d.id))
 	}
 	s.deleteOrder = nil

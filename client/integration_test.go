@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -661,6 +662,15 @@ func TestIntegrationDatabaseDoesNotExist(t *testing.T) {
 	}
 	if u, err := Load[User](store.OpenSession(), "x"); err != nil || u != nil {
 		t.Errorf("after create: %v %v", u, err)
+	}
+	if names, err := store.GetDatabaseNames(context.Background(), 0, 100); err != nil || !slices.Contains(names, "latecomer") {
+		t.Errorf("database names %v %v", names, err)
+	}
+	if status, body, err := store.RequestExecutor().Do(context.Background(), "GET", "/stats", nil); err != nil || status != 200 || !strings.Contains(string(body), `"CountOfDocuments":0`) {
+		t.Errorf("raw Do: %d %s %v", status, body, err)
+	}
+	if _, _, err := store.RequestExecutor().Do(context.Background(), "GET", "/no-such-route", nil); err == nil {
+		t.Error("raw Do of an unknown route succeeded")
 	}
 	// Creating it twice is a concurrency error.
 	var ce *ConcurrencyError

@@ -64,6 +64,8 @@ type DB struct {
 
 	writer *sql.DB
 	reader *sql.DB
+	wstmts map[string]*sql.Stmt // prepared once on the writer connection
+	rget   *sql.Stmt            // point read on the read pool
 
 	reqs    chan *writeReq
 	closeMu sync.RWMutex
@@ -132,7 +134,7 @@ func Open(path string, opts Options) (*DB, error) {
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
-	if _, err := w.Exec(schema); err != nil {
+	if _, err := w.Exec(Schema); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -154,6 +156,11 @@ func Open(path string, opts Options) (*DB, error) {
 		collections: map[string]*Collection{},
 	}
 	if err := db.load(opts); err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := db.prepare(); err != nil {
 		w.Close()
 		r.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -243,6 +250,22 @@ func (db *DB) load(opts Options) error {
 	return crows.Err()
 }
 
+// prepare compiles the hot statements once: SQLite's parser would
+// otherwise run on every call.
+func (db *DB) prepare() error {
+	db.wstmts = map[string]*sql.Stmt{}
+	for _, q := range writerStatements {
+		st, err := db.writer.Prepare(q)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", q, err)
+		}
+		db.wstmts[q] = st
+	}
+	var err error
+	db.rget, err = db.reader.Prepare(sqlGetDoc)
+	return err
+}
+
 // Name is the database name.
 func (db *DB) Name() string { return db.name }
 
@@ -304,6 +327,12 @@ func (db *DB) Close() error {
 	<-db.done
 	// Fold the WAL back into the main file so a closed database is one file.
 	_, _ = db.writer.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+	for _, st := range db.wstmts {
+		st.Close()
+	}
+	if db.rget != nil {
+		db.rget.Close()
+	}
 	err := errors.Join(db.reader.Close(), db.writer.Close())
 	return err
 }
@@ -358,6 +387,10 @@ func (db *DB) runBatch(batch []*writeReq) {
 		cv:       db.cv,
 		cvText:   db.cvText,
 		deltas:   map[string]*Collection{},
+		stmts:    map[string]*sql.Stmt{},
+	}
+	for _, c := range db.collections {
+		tx.tombstones += c.Tombstones
 	}
 	db.mu.RUnlock()
 	startEtag, startCV := tx.lastEtag, tx.cvText

@@ -9,7 +9,7 @@ import (
 
 // Get reads one document; nil when missing.
 func (db *DB) Get(ctx context.Context, id string) (*Document, error) {
-	d, err := scanDoc(db.reader.QueryRowContext(ctx, `SELECT `+docColumns+` FROM docs WHERE key = ?`, LowerID(id)))
+	d, err := scanDoc(db.rget.QueryRowContext(ctx, LowerID(id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -24,7 +24,7 @@ func (db *DB) GetMany(ctx context.Context, ids []string) ([]*Document, error) {
 		return nil, err
 	}
 	defer rtx.Rollback()
-	stmt, err := rtx.PrepareContext(ctx, `SELECT `+docColumns+` FROM docs WHERE key = ?`)
+	stmt := rtx.StmtContext(ctx, db.rget)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 package storage
 
-const schema = `
+// Schema is the SQL of a database file. It is exported so that benchmarks can
+// measure raw SQLite against the same tables.
+const Schema = `
 CREATE TABLE IF NOT EXISTS meta (
 	key   TEXT PRIMARY KEY,
 	value TEXT NOT NULL

@@ -26,12 +26,32 @@ type Tx struct {
 	cvText   string
 	deltas   map[string]*Collection
 	changes  []Change
+	stmts    map[string]*sql.Stmt // transaction-bound views of db.wstmts
+	// tombstones is the database's tombstone count when the transaction began.
+	tombstones int64
+
+	pendingCV   changevector.Vector
+	pendingText string
 }
+
+// stmt returns the prepared statement for q bound to this transaction.
+func (tx *Tx) stmt(q string) *sql.Stmt {
+	if st, ok := tx.stmts[q]; ok {
+		return st
+	}
+	st := tx.tx.Stmt(tx.db.wstmts[q])
+	tx.stmts[q] = st
+	return st
+}
+
+func (tx *Tx) exec(q string, args ...any) (sql.Result, error) { return tx.stmt(q).Exec(args...) }
+
+func (tx *Tx) queryRow(q string, args ...any) *sql.Row { return tx.stmt(q).QueryRow(args...) }
 
 // run executes one request's function inside a savepoint, so that its
 // failure rolls back its own changes and nothing else.
 func (tx *Tx) run(fn func(*Tx) error) error {
-	if _, err := tx.tx.Exec(`SAVEPOINT req`); err != nil {
+	if _, err := tx.exec(sqlSavepoint); err != nil {
 		return err
 	}
 	etag, cv, cvText, nchanges := tx.lastEtag, tx.cv, tx.cvText, len(tx.changes)
@@ -41,14 +61,14 @@ func (tx *Tx) run(fn func(*Tx) error) error {
 	}
 	err := safeCall(fn, tx)
 	if err == nil {
-		if _, err = tx.tx.Exec(`RELEASE req`); err == nil {
+		if _, err = tx.exec(sqlRelease); err == nil {
 			return nil
 		}
 	}
-	if _, rerr := tx.tx.Exec(`ROLLBACK TO req`); rerr != nil {
+	if _, rerr := tx.exec(sqlRollbackTo); rerr != nil {
 		return errors.Join(err, rerr)
 	}
-	_, _ = tx.tx.Exec(`RELEASE req`)
+	_, _ = tx.exec(sqlRelease)
 	tx.lastEtag, tx.cv, tx.cvText, tx.changes = etag, cv, cvText, tx.changes[:nchanges]
 	for k := range tx.deltas {
 		if s, ok := saved[k]; ok {
@@ -64,15 +84,15 @@ func (tx *Tx) run(fn func(*Tx) error) error {
 // vector and collection counts.
 func (tx *Tx) persist(startEtag int64, startCV string) error {
 	if tx.lastEtag != startEtag {
-		if _, err := tx.tx.Exec(`INSERT INTO meta(key, value) VALUES('last_etag', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, strconv.FormatInt(tx.lastEtag, 10)); err != nil {
+		if _, err := tx.exec(sqlSetLastEtag, strconv.FormatInt(tx.lastEtag, 10)); err != nil {
 			return err
 		}
-		if _, err := tx.tx.Exec(`INSERT INTO meta(key, value) VALUES('last_write', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, strconv.FormatInt(tx.now.UnixNano(), 10)); err != nil {
+		if _, err := tx.exec(sqlSetLastWrite, strconv.FormatInt(tx.now.UnixNano(), 10)); err != nil {
 			return err
 		}
 	}
 	if tx.cvText != startCV {
-		if _, err := tx.tx.Exec(`INSERT INTO meta(key, value) VALUES('change_vector', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, tx.cvText); err != nil {
+		if _, err := tx.exec(sqlSetChangeVector, tx.cvText); err != nil {
 			return err
 		}
 	}
@@ -80,8 +100,7 @@ func (tx *Tx) persist(startEtag int64, startCV string) error {
 		if d.Docs == 0 && d.Tombstones == 0 {
 			continue
 		}
-		if _, err := tx.tx.Exec(`INSERT INTO collections(key, name, docs, tombstones) VALUES(?, ?, ?, ?)
-			ON CONFLICT(key) DO UPDATE SET docs = docs + excluded.docs, tombstones = tombstones + excluded.tombstones`,
+		if _, err := tx.exec(sqlAddCollectionCounts,
 			key, d.Name, d.Docs, d.Tombstones); err != nil {
 			return err
 		}
@@ -137,7 +156,7 @@ func scanDoc(row interface{ Scan(...any) error }) (*Document, error) {
 
 // Get reads a document inside the transaction; nil when missing.
 func (tx *Tx) Get(id string) (*Document, error) {
-	d, err := scanDoc(tx.tx.QueryRow(`SELECT `+docColumns+` FROM docs WHERE key = ?`, LowerID(id)))
+	d, err := scanDoc(tx.queryRow(sqlGetDoc, LowerID(id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -147,7 +166,7 @@ func (tx *Tx) Get(id string) (*Document, error) {
 // Exists tells whether a document with this id exists.
 func (tx *Tx) Exists(id string) (bool, error) {
 	var one int
-	err := tx.tx.QueryRow(`SELECT 1 FROM docs WHERE key = ?`, LowerID(id)).Scan(&one)
+	err := tx.queryRow(sqlExists, LowerID(id)).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -191,6 +210,20 @@ func (tx *Tx) delta(key, name string) *Collection {
 	return d
 }
 
+// peekWrite returns the etag and vector the next local write would get,
+// without taking them; commitWrite takes them.
+func (tx *Tx) peekWrite() (int64, string) {
+	etag := tx.lastEtag + 1
+	tx.pendingCV = tx.cv.WithEntry(tx.db.nodeTag, etag, tx.db.dbid)
+	tx.pendingText = tx.pendingCV.String()
+	return etag, tx.pendingText
+}
+
+func (tx *Tx) commitWrite() {
+	tx.lastEtag++
+	tx.cv, tx.cvText = tx.pendingCV, tx.pendingText
+}
+
 // nextWrite takes the next etag and derives the change vector of a local
 // write from the database vector.
 func (tx *Tx) nextWrite() (int64, string) {
@@ -209,7 +242,7 @@ type existing struct {
 
 func (tx *Tx) lookup(key string) (*existing, error) {
 	e := &existing{}
-	err := tx.tx.QueryRow(`SELECT etag, id, collection, change_vector FROM docs WHERE key = ?`, key).Scan(&e.etag, &e.id, &e.collection, &e.cv)
+	err := tx.queryRow(sqlLookup, key).Scan(&e.etag, &e.id, &e.collection, &e.cv)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -237,12 +270,37 @@ func (tx *Tx) Put(id string, doc document.Parsed, expected *string) (Info, error
 		return Info{}, err
 	}
 	key := LowerID(id)
-	var old *existing
-	if !known {
-		var err error
-		if old, err = tx.lookup(key); err != nil {
+	ckey, cname := tx.collectionKey(doc.Collection)
+	// Fast path for a new document: try the insert first and look the
+	// document up only when the id is taken. It serves ids known to be new,
+	// "no check" and "must be new"; a concrete expected vector needs the
+	// current document first.
+	if expected == nil || *expected == "" {
+		etag, cv := tx.peekWrite()
+		res, err := tx.exec(sqlInsertNewDoc, etag, key, id, cname, cv, tx.now.UnixNano(), doc.Body)
+		if err != nil {
 			return Info{}, err
 		}
+		if n, err := res.RowsAffected(); err != nil {
+			return Info{}, err
+		} else if n == 1 {
+			tx.commitWrite()
+			if !known && tx.mayHaveTombstones() {
+				if err := tx.removeTombstone(key); err != nil {
+					return Info{}, err
+				}
+			}
+			tx.delta(ckey, cname).Docs++
+			tx.changes = append(tx.changes, Change{Type: "Put", ID: id, Collection: cname, ChangeVector: cv, Etag: etag})
+			return Info{ID: id, Collection: cname, ChangeVector: cv, Etag: etag, LastModified: tx.now}, nil
+		}
+		if known {
+			return Info{}, dberr.New(dberr.Internal, "generated id %s is already taken", id)
+		}
+	}
+	old, err := tx.lookup(key)
+	if err != nil {
+		return Info{}, err
 	}
 	if expected != nil {
 		switch {
@@ -254,7 +312,6 @@ func (tx *Tx) Put(id string, doc document.Parsed, expected *string) (Info, error
 			return Info{}, concurrencyErr("Document %s has change vector %s, but Put was called with change vector %s. Optimistic concurrency violation, transaction will be aborted.", old.id, old.cv, *expected)
 		}
 	}
-	ckey, cname := tx.collectionKey(doc.Collection)
 	if old != nil && !strings.EqualFold(old.collection, cname) {
 		return Info{}, dberr.New(dberr.InvalidOperation, "Changing '%s' from '%s' to '%s' via update is not supported. Delete it and recreate the document.", old.id, old.collection, cname)
 	}
@@ -262,18 +319,16 @@ func (tx *Tx) Put(id string, doc document.Parsed, expected *string) (Info, error
 	lm := tx.now.UnixNano()
 	if old != nil {
 		id = old.id // ids keep their first spelling
-		if _, err := tx.tx.Exec(`UPDATE docs SET etag = ?, change_vector = ?, last_modified = ?, body = ? WHERE etag = ?`,
-			etag, cv, lm, doc.Body, old.etag); err != nil {
+		if _, err := tx.exec(sqlUpdateDoc, etag, cv, lm, doc.Body, old.etag); err != nil {
 			return Info{}, err
 		}
 	} else {
-		if !known {
+		if tx.mayHaveTombstones() {
 			if err := tx.removeTombstone(key); err != nil {
 				return Info{}, err
 			}
 		}
-		if _, err := tx.tx.Exec(`INSERT INTO docs(etag, key, id, collection, change_vector, last_modified, flags, body) VALUES(?, ?, ?, ?, ?, ?, 0, ?)`,
-			etag, key, id, cname, cv, lm, doc.Body); err != nil {
+		if _, err := tx.exec(sqlInsertDoc, etag, key, id, cname, cv, lm, doc.Body); err != nil {
 			return Info{}, err
 		}
 		tx.delta(ckey, cname).Docs++
@@ -282,9 +337,23 @@ func (tx *Tx) Put(id string, doc document.Parsed, expected *string) (Info, error
 	return Info{ID: id, Collection: cname, ChangeVector: cv, Etag: etag, LastModified: tx.now}, nil
 }
 
+// mayHaveTombstones is false when the database holds no tombstone at all,
+// which spares every new document a tombstone lookup.
+func (tx *Tx) mayHaveTombstones() bool {
+	if tx.tombstones > 0 {
+		return true
+	}
+	for _, d := range tx.deltas {
+		if d.Tombstones != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (tx *Tx) removeTombstone(key string) error {
 	var coll string
-	err := tx.tx.QueryRow(`DELETE FROM tombstones WHERE key = ? RETURNING collection`, key).Scan(&coll)
+	err := tx.queryRow(sqlRemoveTombstone, key).Scan(&coll)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
@@ -317,10 +386,10 @@ func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err 
 	}
 	etag, cv := tx.nextWrite()
 	lm := tx.now.UnixNano()
-	if _, err := tx.tx.Exec(`DELETE FROM docs WHERE etag = ?`, old.etag); err != nil {
+	if _, err := tx.exec(sqlDeleteDoc, old.etag); err != nil {
 		return Info{}, false, err
 	}
-	if _, err := tx.tx.Exec(`INSERT INTO tombstones(etag, key, id, collection, deleted_etag, change_vector, last_modified, flags) VALUES(?, ?, ?, ?, ?, ?, ?, 0)`,
+	if _, err := tx.exec(sqlInsertTombstone,
 		etag, key, old.id, old.collection, old.etag, cv, lm); err != nil {
 		return Info{}, false, err
 	}
@@ -336,7 +405,7 @@ func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err 
 // name is lower-cased and must end with '|'.
 func (tx *Tx) Identity(name string) (int64, error) {
 	var v int64
-	err := tx.tx.QueryRow(`SELECT value FROM identities WHERE name = ?`, strings.ToLower(name)).Scan(&v)
+	err := tx.queryRow(sqlGetIdentity, strings.ToLower(name)).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -345,7 +414,7 @@ func (tx *Tx) Identity(name string) (int64, error) {
 
 // SetIdentity sets an identity counter.
 func (tx *Tx) SetIdentity(name string, value int64) error {
-	_, err := tx.tx.Exec(`INSERT INTO identities(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value`, strings.ToLower(name), value)
+	_, err := tx.exec(sqlSetIdentity, strings.ToLower(name), value)
 	return err
 }
 

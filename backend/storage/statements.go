@@ -1,0 +1,45 @@
+package storage
+
+// The statements of the write path, prepared once per database.
+const (
+	sqlSavepoint           = `SAVEPOINT req`
+	sqlRelease             = `RELEASE req`
+	sqlRollbackTo          = `ROLLBACK TO req`
+	sqlSetLastEtag         = `INSERT INTO meta(key, value) VALUES('last_etag', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`
+	sqlSetLastWrite        = `INSERT INTO meta(key, value) VALUES('last_write', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`
+	sqlSetChangeVector     = `INSERT INTO meta(key, value) VALUES('change_vector', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`
+	sqlAddCollectionCounts = `INSERT INTO collections(key, name, docs, tombstones) VALUES(?, ?, ?, ?)
+			ON CONFLICT(key) DO UPDATE SET docs = docs + excluded.docs, tombstones = tombstones + excluded.tombstones`
+	sqlGetDoc          = `SELECT ` + docColumns + ` FROM docs WHERE key = ?`
+	sqlExists          = `SELECT 1 FROM docs WHERE key = ?`
+	sqlLookup          = `SELECT etag, id, collection, change_vector FROM docs WHERE key = ?`
+	sqlUpdateDoc       = `UPDATE docs SET etag = ?, change_vector = ?, last_modified = ?, body = ? WHERE etag = ?`
+	sqlInsertDoc       = `INSERT INTO docs(etag, key, id, collection, change_vector, last_modified, flags, body) VALUES(?, ?, ?, ?, ?, ?, 0, ?)`
+	sqlInsertNewDoc    = `INSERT INTO docs(etag, key, id, collection, change_vector, last_modified, flags, body) VALUES(?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT(key) DO NOTHING`
+	sqlRemoveTombstone = `DELETE FROM tombstones WHERE key = ? RETURNING collection`
+	sqlDeleteDoc       = `DELETE FROM docs WHERE etag = ?`
+	sqlInsertTombstone = `INSERT INTO tombstones(etag, key, id, collection, deleted_etag, change_vector, last_modified, flags) VALUES(?, ?, ?, ?, ?, ?, ?, 0)`
+	sqlGetIdentity     = `SELECT value FROM identities WHERE name = ?`
+	sqlSetIdentity     = `INSERT INTO identities(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value`
+)
+
+var writerStatements = []string{
+	sqlSavepoint,
+	sqlRelease,
+	sqlRollbackTo,
+	sqlSetLastEtag,
+	sqlSetLastWrite,
+	sqlSetChangeVector,
+	sqlAddCollectionCounts,
+	sqlGetDoc,
+	sqlExists,
+	sqlLookup,
+	sqlUpdateDoc,
+	sqlInsertDoc,
+	sqlInsertNewDoc,
+	sqlRemoveTombstone,
+	sqlDeleteDoc,
+	sqlInsertTombstone,
+	sqlGetIdentity,
+	sqlSetIdentity,
+}

@@ -1,0 +1,449 @@
+// Command bench measures Rookery on this machine and prints one report:
+//
+//   - HTTP bulk_docs inserts of 1 KB documents with 1 and 4 concurrent
+//     clients, against the same documents inserted straight into SQLite in
+//     1000-row transactions (the ceiling), and the ratio of the two;
+//   - Go-client HiLo ids/s and how many hilo/next requests they took;
+//   - identity ids/s, single and batched;
+//   - next-free-identity probe counts over N existing documents.
+//
+// Every figure is measured in the same run, so ratios compare like with like.
+//
+//	go run ./cmd/bench            # full sizes (100k docs, 1M HiLo ids, N up to 1M)
+//	go run ./cmd/bench -quick     # small sizes, for a smoke run
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/ids"
+	"github.com/rookerydb/rookery/backend/storage"
+	"github.com/rookerydb/rookery/client"
+	"github.com/rookerydb/rookery/web"
+)
+
+type config struct {
+	docs        int   // documents per bulk-insert run
+	batch       int   // documents per bulk_docs request / SQLite transaction
+	hiloIDs     int   // ids generated through the Go client
+	identSingle int   // identity ids taken one request each
+	identBatch  int   // identity ids taken in batches
+	probeNs     []int // existing-document counts for the probe measurement
+	dir         string
+}
+
+func main() {
+	var c config
+	quick := flag.Bool("quick", false, "small sizes (a smoke run)")
+	flag.IntVar(&c.docs, "docs", 100_000, "documents per bulk-insert run")
+	flag.IntVar(&c.batch, "batch", 1000, "documents per request and per raw SQLite transaction")
+	flag.IntVar(&c.hiloIDs, "hilo-ids", 1_000_000, "ids generated through the Go client's HiLo")
+	flag.IntVar(&c.identSingle, "identity-single", 2000, "identity ids taken one request each")
+	flag.IntVar(&c.identBatch, "identity-batched", 20_000, "identity ids taken 100 per batch")
+	probes := flag.String("probe-n", "1000,100000,1000000", "existing-document counts for the probe measurement")
+	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
+	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	if *quick {
+		// Smaller defaults; flags given explicitly still win.
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		quickDefaults := map[string]func(){
+			"docs":             func() { c.docs = 5000 },
+			"hilo-ids":         func() { c.hiloIDs = 100_000 },
+			"identity-single":  func() { c.identSingle = 200 },
+			"identity-batched": func() { c.identBatch = 2000 },
+			"probe-n":          func() { *probes = "1000,10000" },
+		}
+		for name, apply := range quickDefaults {
+			if !set[name] {
+				apply()
+			}
+		}
+	}
+	for _, s := range strings.Split(*probes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bad -probe-n value %q\n", s)
+			os.Exit(2)
+		}
+		c.probeNs = append(c.probeNs, n)
+	}
+	if err := run(c, os.Stdout); err != nil {
+		pprof.StopCPUProfile()
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(c config, out io.Writer) error {
+	if c.dir == "" {
+		d, err := os.MkdirTemp("", "rookery-bench")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		c.dir = d
+	}
+	fmt.Fprintf(out, "rookery bench: %s %s/%s, %d CPUs, %s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
+	srv, url, stop, err := startServer(filepath.Join(c.dir, "server"))
+	if err != nil {
+		return err
+	}
+	defer stop()
+	_ = srv
+
+	docs := makeDocs(c.docs)
+	fmt.Fprintf(out, "\n## Bulk insert: %d documents of ~%d bytes, %d per request / transaction\n", c.docs, len(docs[0].body), c.batch)
+	raw, err := rawSQLite(filepath.Join(c.dir, "raw.db"), docs, c.batch)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "raw SQLite ceiling (same schema, WAL, synchronous=FULL): %8.0f docs/s\n", raw)
+	one, err := httpInsert(url, "bulk1", docs, c.batch, 1)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "HTTP bulk_docs, 1 client:                                 %8.0f docs/s  (%.2fx ceiling)\n", one, one/raw)
+	four, err := httpInsert(url, "bulk4", docs, c.batch, 4)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "HTTP bulk_docs, 4 clients:                                %8.0f docs/s  (%.2fx ceiling; target >= 0.6x)\n", four, four/raw)
+
+	fmt.Fprintf(out, "\n## HiLo through the Go client\n")
+	if err := hilo(out, url, c.hiloIDs); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(out, "\n## Identities over HTTP\n")
+	if err := identities(out, url, c.identSingle, c.identBatch); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(out, "\n## Next free identity over N existing documents (prefix/1..prefix/N, counter at 0)\n")
+	for _, n := range c.probeNs {
+		if err := probe(out, filepath.Join(c.dir, fmt.Sprintf("probe-%d.db", n)), n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func startServer(dir string) (*web.Server, string, func(), error) {
+	srv, err := web.New(web.Config{DataDir: dir, NodeTag: "A", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(l); close(done) }()
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}
+	return srv, "http://" + l.Addr().String(), stop, nil
+}
+
+type benchDoc struct {
+	id   string
+	body []byte // as a client sends it
+}
+
+func makeDocs(n int) []benchDoc {
+	pad := strings.Repeat("lorem ipsum dolor sit amet ", 30)[:700]
+	docs := make([]benchDoc, n)
+	for i := range docs {
+		id := fmt.Sprintf("users/%d-A", i+1)
+		body := fmt.Sprintf(`{"name":"User %d","email":"user%d@example.com","address":{"street":"%d Main St","city":"Springfield","zip":"%05d"},"tags":["a","b","c"],"age":%d,"notes":"%s","@metadata":{"@collection":"Users","Raven-Node-Type":"User"}}`,
+			i, i, i, i%100000, 20+i%50, pad)
+		docs[i] = benchDoc{id: id, body: []byte(body)}
+	}
+	return docs
+}
+
+// rawSQLite inserts the documents' stored forms straight into a file with
+// the same schema and pragmas as a Rookery database, batch rows per
+// transaction: the ceiling for the HTTP path.
+func rawSQLite(path string, docs []benchDoc, batch int) (float64, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(storage.Schema); err != nil {
+		return 0, err
+	}
+	parsed := make([]document.Parsed, len(docs))
+	for i, d := range docs {
+		if parsed[i], err = document.Parse(d.body); err != nil {
+			return 0, err
+		}
+	}
+	start := time.Now()
+	for i := 0; i < len(docs); i += batch {
+		tx, err := db.Begin()
+		if err != nil {
+			return 0, err
+		}
+		stmt, err := tx.Prepare(`INSERT INTO docs(etag, key, id, collection, change_vector, last_modified, flags, body) VALUES(?, ?, ?, ?, ?, ?, 0, ?)`)
+		if err != nil {
+			return 0, err
+		}
+		now := time.Now().UnixNano()
+		for j := i; j < min(i+batch, len(docs)); j++ {
+			if _, err := stmt.Exec(j+1, strings.ToLower(docs[j].id), docs[j].id, "Users", "A:"+strconv.Itoa(j+1)+"-ZzT6GeIb4ECL4n7G0SwfPQ", now, parsed[j].Body); err != nil {
+				return 0, err
+			}
+		}
+		stmt.Close()
+		if err := tx.Commit(); err != nil {
+			return 0, err
+		}
+	}
+	return float64(len(docs)) / time.Since(start).Seconds(), nil
+}
+
+func do(method, url string, body []byte) ([]byte, int, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(string(body)))
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return b, resp.StatusCode, err
+}
+
+func createDB(url, name string) error {
+	b, code, err := do("PUT", url+"/admin/databases?name="+name, []byte(`{"DatabaseName":"`+name+`"}`))
+	if err != nil {
+		return err
+	}
+	if code != 201 {
+		return fmt.Errorf("create database %s: %d %s", name, code, b)
+	}
+	return nil
+}
+
+// httpInsert sends prebuilt bulk_docs bodies from `clients` goroutines.
+func httpInsert(url, db string, docs []benchDoc, batch, clients int) (float64, error) {
+	if err := createDB(url, db); err != nil {
+		return 0, err
+	}
+	var bodies [][]byte
+	for i := 0; i < len(docs); i += batch {
+		var b strings.Builder
+		b.WriteString(`{"Commands":[`)
+		for j := i; j < min(i+batch, len(docs)); j++ {
+			if j > i {
+				b.WriteByte(',')
+			}
+			b.WriteString(`{"Id":"` + docs[j].id + `","Document":`)
+			b.Write(docs[j].body)
+			b.WriteString(`,"Type":"PUT"}`)
+		}
+		b.WriteString(`]}`)
+		bodies = append(bodies, []byte(b.String()))
+	}
+	work := make(chan []byte, len(bodies))
+	for _, b := range bodies {
+		work <- b
+	}
+	close(work)
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	start := time.Now()
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for body := range work {
+				b, code, err := do("POST", url+"/databases/"+db+"/bulk_docs", body)
+				if err == nil && code != 201 {
+					err = fmt.Errorf("bulk_docs: %d %.200s", code, b)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return float64(len(docs)) / elapsed.Seconds(), nil
+}
+
+func hilo(out io.Writer, url string, n int) error {
+	if err := createDB(url, "hilo"); err != nil {
+		return err
+	}
+	store := client.NewDocumentStore([]string{url}, "hilo")
+	defer store.Close()
+	ctx := context.Background()
+	// Warm the executor (topology) so the loop measures ids only.
+	if _, err := store.GenerateID(ctx, "warmup"); err != nil {
+		return err
+	}
+	before := store.HiLoRequests()
+	start := time.Now()
+	var last string
+	for i := 0; i < n; i++ {
+		id, err := store.GenerateID(ctx, "users")
+		if err != nil {
+			return err
+		}
+		last = id
+	}
+	elapsed := time.Since(start)
+	reqs := store.HiLoRequests() - before
+	perM := float64(reqs) * 1e6 / float64(n)
+	fmt.Fprintf(out, "%d ids from one busy client (last %s): %.0f ids/s, %d hilo/next requests (%.1f per 1M ids; target <= 16)\n", n, last, float64(n)/elapsed.Seconds(), reqs, perM)
+	// Fast path only: ids handed out from a range already held.
+	const fast = 2_000_000
+	fastStart := time.Now()
+	got := 0
+	for got < fast {
+		if _, err := store.GenerateID(ctx, "fastpath"); err != nil {
+			return err
+		}
+		got++
+	}
+	fastReqs := store.HiLoRequests() - before - reqs
+	fmt.Fprintf(out, "%d ids incl. %d range fetches: %.0f ids/s (the pure fast path is measured by: go test -run x -bench HiLo ./client/)\n", fast, fastReqs, float64(fast)/time.Since(fastStart).Seconds())
+	return nil
+}
+
+func identities(out io.Writer, url string, single, batched int) error {
+	if err := createDB(url, "ident"); err != nil {
+		return err
+	}
+	start := time.Now()
+	for i := 0; i < single; i++ {
+		b, code, err := do("PUT", url+"/databases/ident/docs?id=singles%7C", []byte(`{"@metadata":{"@collection":"Singles"}}`))
+		if err != nil || code != 201 {
+			return fmt.Errorf("identity put: %v %d %s", err, code, b)
+		}
+	}
+	fmt.Fprintf(out, "single (one PUT docs?id=singles| per id, 1 client):   %8.0f ids/s\n", float64(single)/time.Since(start).Seconds())
+	const per = 100
+	var b strings.Builder
+	b.WriteString(`{"Commands":[`)
+	for j := 0; j < per; j++ {
+		if j > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"Id":"batched|","Type":"PUT","Document":{"@metadata":{"@collection":"Batched"}}}`)
+	}
+	b.WriteString(`]}`)
+	body := []byte(b.String())
+	start = time.Now()
+	for i := 0; i < batched; i += per {
+		rb, code, err := do("POST", url+"/databases/ident/bulk_docs", body)
+		if err != nil || code != 201 {
+			return fmt.Errorf("identity batch: %v %d %.200s", err, code, rb)
+		}
+	}
+	fmt.Fprintf(out, "batched (%d identity PUTs per bulk_docs, 1 client):  %8.0f ids/s\n", per, float64(batched)/time.Since(start).Seconds())
+	return nil
+}
+
+// probe fills a database with items/1..items/N and measures how many
+// existence probes the next identity value takes.
+func probe(out io.Writer, path string, n int) error {
+	db, err := storage.Open(path, storage.Options{Name: "probe", NodeTag: "A"})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx := context.Background()
+	empty, _ := document.Parse([]byte(`{"@metadata":{"@collection":"Items"}}`))
+	const chunk = 20_000
+	for i := 1; i <= n; i += chunk {
+		err := db.Write(ctx, func(tx *storage.Tx) error {
+			for j := i; j < min(i+chunk, n+1); j++ {
+				if _, err := tx.Put("items/"+strconv.Itoa(j), empty, nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	var value int64
+	var probes int
+	start := time.Now()
+	err = db.Write(ctx, func(tx *storage.Tx) error {
+		taken := func(v int64) (bool, error) { return tx.Exists(ids.IdentityID("items|", "/", v)) }
+		busy, err := taken(1)
+		if err != nil {
+			return err
+		}
+		probes = 1
+		value = 1
+		if busy {
+			var more int
+			value, more, err = ids.NextFree(1, taken)
+			probes += more
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	bound := 2*math.Log2(float64(n)) + 2
+	verdict := "ok"
+	if float64(probes) > bound || value != int64(n)+1 {
+		verdict = "OVER BOUND"
+	}
+	fmt.Fprintf(out, "N=%-8d next free = items/%d after %2d probes (bound 2*log2(N)+2 = %.1f: %s) in %v\n", n, value, probes, bound, verdict, time.Since(start).Round(time.Microsecond))
+	if verdict != "ok" {
+		return fmt.Errorf("probe count over bound for N=%d", n)
+	}
+	return nil
+}

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+// The benchmark tool runs end to end at small sizes, and its probe
+// measurement holds the bound (a count, not a time, so it is safe to assert).
+func TestBenchSmoke(t *testing.T) {
+	var out bytes.Buffer
+	c := config{docs: 2000, batch: 500, hiloIDs: 20_000, identSingle: 20, identBatch: 200, probeNs: []int{100, 5000}, dir: t.TempDir()}
+	if err := run(c, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	s := out.String()
+	for _, want := range []string{"raw SQLite ceiling", "HTTP bulk_docs, 4 clients", "hilo/next requests", "batched (100 identity PUTs", "N=5000"} {
+		if !bytes.Contains(out.Bytes(), []byte(want)) {
+			t.Fatalf("report lacks %q:\n%s", want, s)
+		}
+	}
+	m := regexp.MustCompile(`20000 ids from one busy client \(last users/(\d+)-A\)`).FindStringSubmatch(s)
+	if m == nil {
+		t.Fatalf("no HiLo line:\n%s", s)
+	}
+	if n, _ := strconv.Atoi(m[1]); n != 20000 {
+		t.Fatalf("HiLo ids not dense: last is %d", n)
+	}
+	t.Log("\n" + s)
+}

@@ -105,18 +105,22 @@ function testFiles() {
 
 function nodeTestArgs(extra) {
     const args = ["--test", "--test-timeout=120000"];
-    if (process.allowedNodeEnvironmentFlags.has("--test-force-exit")) {
+    // Not listed in allowedNodeEnvironmentFlags, so probe: exists from Node 20.14 / 22.0 on.
+    if (spawnSync(process.execPath, ["--test-force-exit", "-e", ""]).status === 0) {
         // A test file whose client left a handle open must not hang CI.
         args.push("--test-force-exit");
     }
     return [...args, ...extra, ...testFiles()];
 }
 
+let testChild = null;
+
 function runTests(url, extra) {
     return new Promise(resolve => {
-        const child = spawn(process.execPath, nodeTestArgs(extra), {
+        const child = testChild = spawn(process.execPath, nodeTestArgs(extra), {
             cwd: compatDir,
             stdio: "inherit",
+            detached: true, // own process group, so an interrupt can stop the test files too
             env: { ...process.env, ROOKERY_URL: url },
         });
         child.on("exit", (code, signal) => resolve(code ?? (signal ? 1 : 0)));
@@ -142,8 +146,20 @@ async function main() {
     const logPath = path.join(tmp, "server.log");
     let status = 1;
     const onSignal = sig => {
-        log(`got ${sig}, stopping server`);
-        stopServer(server).finally(() => process.exit(130));
+        log(`got ${sig}, stopping tests and server`);
+        if (testChild && testChild.exitCode === null) {
+            try {
+                process.kill(-testChild.pid, "SIGKILL");
+            } catch {
+                // already gone
+            }
+        }
+        stopServer(server).finally(() => {
+            if (!process.env.ROOKERY_KEEP_TMP) {
+                fs.rmSync(tmp, { recursive: true, force: true });
+            }
+            process.exit(130);
+        });
     };
     process.on("SIGINT", onSignal);
     process.on("SIGTERM", onSignal);

@@ -58,12 +58,27 @@ describe("documents: store, load, include, exists, startsWith, delete", () => {
         const user = await s1.load("users/2-A", h.User);
         const cvBefore = s1.advanced.getChangeVectorFor(user);
         user.age = 2;
+        // The client sends @id, @change-vector and @last-modified back inside @metadata (§3.1);
+        // the server must replace them with its own values, not store the stale ones.
         await s1.saveChanges();
+        const cvAfterSave = s1.advanced.getChangeVectorFor(user);
+        assert.notEqual(cvAfterSave, cvBefore, "change vector must change on update");
         const s2 = ctx.store.openSession();
         const again = await s2.load("users/2-A", h.User);
         assert.equal(again.age, 2);
         assert.equal(again.name, "Second");
-        assert.notEqual(s2.advanced.getChangeVectorFor(again), cvBefore, "change vector must change on update");
+        assert.equal(s2.advanced.getChangeVectorFor(again), cvAfterSave,
+            "stored change vector must be the one bulk_docs returned");
+        assert.equal(s2.advanced.getMetadataFor(again)["@id"], "users/2-A");
+    });
+
+    it("ids are case-insensitive and case-preserving", async () => {
+        const session = ctx.store.openSession();
+        const user = await session.load("USERS/1-a", h.User);
+        assert.ok(user, "load with a differently cased id must find the document");
+        assert.equal(user.name, "John");
+        assert.equal(session.advanced.getMetadataFor(user)["@id"], johnId, "the first stored spelling is returned");
+        assert.equal(await session.advanced.exists("Users/1-A"), true);
     });
 
     it("load of a missing id returns null", async () => {

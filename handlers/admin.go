@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/dberr"
 )
 
@@ -101,12 +102,13 @@ func (a *API) listDatabases(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, map[string]any{"Databases": out})
 }
 
-func (a *API) record(name string) map[string]any {
+func (a *API) record(name, sep string) map[string]any {
 	return map[string]any{
-		"DatabaseName": name,
-		"Disabled":     false,
-		"Encrypted":    false,
-		"Settings":     map[string]string{},
+		"DatabaseName":           name,
+		"IdentityPartsSeparator": sep,
+		"Disabled":               false,
+		"Encrypted":              false,
+		"Settings":               map[string]string{},
 		"Topology": map[string]any{
 			"Members": []string{a.NodeTag}, "Promotables": []string{}, "Rehabs": []string{}, "ReplicationFactor": 1,
 		},
@@ -116,7 +118,12 @@ func (a *API) record(name string) map[string]any {
 // createDatabase serves PUT /admin/databases?name=: the body is a
 // DatabaseRecord; only its name matters on a single node.
 func (a *API) createDatabase(c echo.Context) error {
-	var rec struct{ DatabaseName string }
+	var rec struct {
+		DatabaseName string
+		// IdentityPartsSeparator is Rookery's database setting for the
+		// separator of identity and server-side ids ("/" by default).
+		IdentityPartsSeparator string
+	}
 	raw, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<20))
 	if err != nil {
 		return err
@@ -136,14 +143,14 @@ func (a *API) createDatabase(c echo.Context) error {
 	if q := c.QueryParam("name"); q != "" && !strings.EqualFold(q, name) {
 		return dberr.New(dberr.BadRequest, "The name in the query string (%s) and in the record (%s) differ", q, name)
 	}
-	db, err := a.Catalog.Create(name)
+	db, err := a.Catalog.Create(name, catalog.Options{Separator: rec.IdentityPartsSeparator})
 	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusCreated, map[string]any{
 		"RaftCommandIndex": db.LastEtag() + 1,
 		"Name":             db.Name(),
-		"Topology":         a.record(db.Name())["Topology"],
+		"Topology":         a.record(db.Name(), db.Separator())["Topology"],
 		"NodesAddedTo":     []string{a.URL()},
 	})
 }
@@ -179,5 +186,5 @@ func (a *API) databaseRecord(c echo.Context) error {
 	if err != nil {
 		return c.NoContent(http.StatusNotFound)
 	}
-	return writeJSON(c, http.StatusOK, a.record(db.Name()))
+	return writeJSON(c, http.StatusOK, a.record(db.Name(), db.Separator()))
 }

@@ -150,9 +150,17 @@ func (a *API) healthcheck(c echo.Context) error {
 	return c.NoContent(http.StatusOK)
 }
 
+// clientConfiguration serves the database's client configuration: the
+// identity parts separator when the database does not use "/".
 func (a *API) clientConfiguration(c echo.Context) error {
-	if _, err := a.db(c); err != nil {
+	db, err := a.db(c)
+	if err != nil {
 		return err
 	}
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSONCharsetUTF8, []byte(`{"Etag":0,"Configuration":null}`))
+	if db.Separator() == "/" {
+		return c.Blob(http.StatusOK, echo.MIMEApplicationJSONCharsetUTF8, []byte(`{"Etag":0,"Configuration":null}`))
+	}
+	return writeJSON(c, http.StatusOK, map[string]any{"Etag": 1, "Configuration": map[string]any{
+		"Disabled": false, "IdentityPartsSeparator": db.Separator(),
+	}})
 }

@@ -185,3 +185,16 @@ func TestStartsWithPaging(t *testing.T) {
 		t.Fatal("prefix leak")
 	}
 }
+
+func TestDatabaseSeparator(t *testing.T) {
+	h := newServer(t)
+	check(t, h, []step{
+		{name: "create", method: "PUT", url: "/admin/databases?name=dash", body: `{"DatabaseName":"dash","IdentityPartsSeparator":"-"}`, status: 201},
+		{name: "bad separator", method: "PUT", url: "/admin/databases?name=pipe", body: `{"DatabaseName":"pipe","IdentityPartsSeparator":"|"}`, status: 400, errType: "Raven.Client.Exceptions.BadRequestException"},
+		{name: "identity", method: "PUT", url: "/databases/dash/docs?id=orders%7C", body: `{}`, status: 201, contains: []string{`"Id":"orders-1"`}},
+		{name: "server id", method: "PUT", url: "/databases/dash/docs?id=orders-", body: `{}`, status: 201, match: regexp.MustCompile(`"Id":"orders-\d{19}-A"`)},
+		{name: "hilo default", method: "GET", url: "/databases/dash/hilo/next?tag=users", status: 201, contains: []string{`"Prefix":"users-"`}},
+		{name: "client configuration", method: "GET", url: "/databases/dash/configuration/client", status: 200, contains: []string{`"IdentityPartsSeparator":"-"`}},
+		{name: "record", method: "GET", url: "/admin/databases?name=dash", status: 200, contains: []string{`"IdentityPartsSeparator":"-"`}},
+	})
+}

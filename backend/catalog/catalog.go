@@ -50,7 +50,12 @@ func Open(dir, nodeTag string, log *slog.Logger) (*Catalog, error) {
 		return nil, err
 	}
 	for _, e := range entries {
-		if !e.IsDir() || strings.HasSuffix(e.Name(), ".deleting") {
+		if !e.IsDir() {
+			continue
+		}
+		if strings.HasSuffix(e.Name(), ".deleting") {
+			// A delete that was interrupted: finish it.
+			_ = os.RemoveAll(filepath.Join(c.dir, e.Name()))
 			continue
 		}
 		path := filepath.Join(c.dir, e.Name(), "documents.db")
@@ -79,10 +84,23 @@ func (c *Catalog) Get(name string) (*storage.DB, error) {
 	return db, nil
 }
 
+// Options are the settings of a new database.
+type Options struct {
+	// Separator is the identity parts separator: "companies|" becomes
+	// "companies" + Separator + "1". "/" when empty.
+	Separator string
+}
+
 // Create makes a new database.
-func (c *Catalog) Create(name string) (*storage.DB, error) {
+func (c *Catalog) Create(name string, opts Options) (*storage.DB, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
+	}
+	if opts.Separator == "" {
+		opts.Separator = "/"
+	}
+	if len([]rune(opts.Separator)) != 1 || opts.Separator == "|" {
+		return nil, dberr.New(dberr.BadRequest, "The identity parts separator must be one character other than '|', not %q", opts.Separator)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -95,7 +113,7 @@ func (c *Catalog) Create(name string) (*storage.DB, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	db, err := storage.Open(filepath.Join(dir, "documents.db"), storage.Options{Name: name, NodeTag: c.nodeTag, Logger: c.log.With("database", name)})
+	db, err := storage.Open(filepath.Join(dir, "documents.db"), storage.Options{Name: name, NodeTag: c.nodeTag, Separator: opts.Separator, Logger: c.log.With("database", name)})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err

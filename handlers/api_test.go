@@ -198,3 +198,21 @@ func TestDatabaseSeparator(t *testing.T) {
 		{name: "record", method: "GET", url: "/admin/databases?name=dash", status: 200, contains: []string{`"IdentityPartsSeparator":"-"`}},
 	})
 }
+
+func TestMetricsAndHealth(t *testing.T) {
+	h := newServer(t)
+	check(t, h, []step{
+		{name: "livez", method: "GET", url: "/livez", status: 200},
+		{name: "create", method: "PUT", url: "/admin/databases?name=m", body: `{"DatabaseName":"m"}`, status: 201},
+		{name: "hilo", method: "GET", url: "/databases/m/hilo/next?tag=users", status: 201},
+		{name: "save", method: "POST", url: "/databases/m/bulk_docs", body: userDoc, status: 201},
+		{name: "identity", method: "POST", url: "/databases/m/identity/next?name=orders", status: 200},
+		{name: "metrics", method: "GET", url: "/metrics", status: 200, contains: []string{
+			`rookery_documents_written_total{database="m",op="put"} 3`,
+			`rookery_tx_merged_requests_count`,
+			`rookery_hilo_calls_total{op="next"} 1`,
+			`rookery_identity_calls_total{op="next"} 1`,
+			`rookery_http_requests_total{code="201",method="POST",route="/databases/:db/bulk_docs"} 1`,
+		}},
+	})
+}

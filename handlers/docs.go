@@ -58,34 +58,17 @@ func (a *API) loadDocs(c echo.Context, idList []string) error {
 		if len(idList) == 1 && docs[0] == nil {
 			return c.NoContent(http.StatusNotFound)
 		}
-	case q.Has("startsWith"):
-		start, err := intParam(c, "start", 0)
-		if err != nil {
-			return err
-		}
-		pageSize, err := intParam(c, "pageSize", 1024)
-		if err != nil {
-			return err
-		}
-		if start < 0 || pageSize < 0 {
-			return dberr.New(dberr.BadRequest, "start and pageSize must not be negative")
-		}
-		if docs, err = startsWith(c, db, q.Get("startsWith"), int(start), int(pageSize)); err != nil {
-			return err
-		}
 	default:
-		start, err := intParam(c, "start", 0)
+		start, pageSize, err := paging(c)
 		if err != nil {
 			return err
 		}
-		pageSize, err := intParam(c, "pageSize", 1024)
+		if q.Has("startsWith") {
+			docs, err = startsWith(c, db, q.Get("startsWith"), start, pageSize)
+		} else {
+			docs, err = db.Recent(ctx, start, pageSize)
+		}
 		if err != nil {
-			return err
-		}
-		if start < 0 || pageSize < 0 {
-			return dberr.New(dberr.BadRequest, "start and pageSize must not be negative")
-		}
-		if docs, err = db.Recent(ctx, int(start), int(pageSize)); err != nil {
 			return err
 		}
 	}
@@ -126,6 +109,22 @@ func (a *API) loadDocs(c echo.Context, idList []string) error {
 	buf = append(buf, "}}"...)
 	c.Response().Header().Set("ETag", `"`+etag+`"`)
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSONCharsetUTF8, buf)
+}
+
+// paging reads start and pageSize (default 1024).
+func paging(c echo.Context) (start, pageSize int, err error) {
+	s, err := intParam(c, "start", 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	p, err := intParam(c, "pageSize", 1024)
+	if err != nil {
+		return 0, 0, err
+	}
+	if s < 0 || p < 0 || s > 1<<31 || p > 1<<31 {
+		return 0, 0, dberr.New(dberr.BadRequest, "start and pageSize must be between 0 and 2^31")
+	}
+	return int(s), int(p), nil
 }
 
 func appendMetadataOnly(buf []byte, d *storage.Document) []byte {

@@ -11,7 +11,6 @@ import (
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/ids"
-	"github.com/rookerydb/rookery/backend/metrics"
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
@@ -48,7 +47,7 @@ func (a *API) hiloNext(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	metrics.HiLoCalls.WithLabelValues("next").Inc()
+	db.Metrics().HiLoCalls.WithLabelValues("next").Inc()
 	return writeJSON(c, http.StatusCreated, map[string]any{
 		"Prefix":      r.Prefix,
 		"Low":         r.Low,
@@ -84,7 +83,7 @@ func (a *API) hiloReturn(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	metrics.HiLoCalls.WithLabelValues("return").Inc()
+	db.Metrics().HiLoCalls.WithLabelValues("return").Inc()
 	return c.NoContent(http.StatusNoContent)
 }
 

@@ -39,26 +39,6 @@ func (s *Server) recoverMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func (s *Server) logMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		start := time.Now()
-		err := next(c)
-		if err != nil {
-			c.Error(err)
-		}
-		if s.log.Enabled(c.Request().Context(), slog.LevelDebug) || c.Response().Status >= 500 {
-			level := slog.LevelDebug
-			if c.Response().Status >= 500 {
-				level = slog.LevelWarn
-			}
-			s.log.Log(c.Request().Context(), level, "request",
-				"method", c.Request().Method, "path", c.Request().URL.Path,
-				"status", c.Response().Status, "duration", time.Since(start))
-		}
-		return nil
-	}
-}
-
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -80,19 +60,32 @@ func newHTTPMetrics(r prometheus.Registerer) *httpMetrics {
 	return m
 }
 
-func (m *httpMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		start := time.Now()
-		err := next(c)
-		if err != nil {
-			c.Error(err)
+// observe handles a request's error once (through the error handler),
+// then records its metrics and, for failures or at debug level, logs it.
+func (m *httpMetrics) observe(log *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			if err := next(c); err != nil {
+				c.Error(err)
+			}
+			elapsed := time.Since(start)
+			route := c.Path()
+			if route == "" {
+				route = "unmatched"
+			}
+			status := c.Response().Status
+			m.requests.WithLabelValues(c.Request().Method, route, strconv.Itoa(status)).Inc()
+			m.duration.WithLabelValues(c.Request().Method, route).Observe(elapsed.Seconds())
+			level := slog.LevelDebug
+			if status >= 500 {
+				level = slog.LevelWarn
+			}
+			if log.Enabled(c.Request().Context(), level) {
+				log.Log(c.Request().Context(), level, "request",
+					"method", c.Request().Method, "path", c.Request().URL.Path, "status", status, "duration", elapsed)
+			}
+			return nil
 		}
-		route := c.Path()
-		if route == "" {
-			route = "unmatched"
-		}
-		m.requests.WithLabelValues(c.Request().Method, route, strconv.Itoa(c.Response().Status)).Inc()
-		m.duration.WithLabelValues(c.Request().Method, route).Observe(time.Since(start).Seconds())
-		return nil
 	}
 }

@@ -64,7 +64,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = "data"
 	}
-	cat, err := catalog.Open(cfg.DataDir, cfg.NodeTag, cfg.Logger)
+	engineMetrics := metrics.New()
+	cat, err := catalog.Open(cfg.DataDir, cfg.NodeTag, cfg.Logger, engineMetrics)
 	if err != nil {
 		return nil, err
 	}
@@ -77,14 +78,14 @@ func New(cfg Config) (*Server, error) {
 
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics.Register(s.reg)
+	engineMetrics.Register(s.reg)
 	httpMetrics := newHTTPMetrics(s.reg)
 
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.errorHandler
-	e.Use(httpMetrics.middleware, s.logMiddleware, serverHeaders, s.recoverMiddleware)
+	e.Use(httpMetrics.observe(s.log), serverHeaders, s.recoverMiddleware)
 	e.GET("/livez", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	e.GET("/readyz", func(c echo.Context) error {
 		if !s.ready.Load() {

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/metrics"
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
@@ -31,17 +32,21 @@ type Catalog struct {
 	dir     string
 	nodeTag string
 	log     *slog.Logger
+	metrics *metrics.Engine
 
 	mu  sync.RWMutex
 	dbs map[string]*storage.DB // by lower-cased name
 }
 
 // Open opens every database found under dir.
-func Open(dir, nodeTag string, log *slog.Logger) (*Catalog, error) {
+func Open(dir, nodeTag string, log *slog.Logger, m *metrics.Engine) (*Catalog, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Catalog{dir: filepath.Join(dir, "databases"), nodeTag: nodeTag, log: log, dbs: map[string]*storage.DB{}}
+	if m == nil {
+		m = metrics.New()
+	}
+	c := &Catalog{dir: filepath.Join(dir, "databases"), nodeTag: nodeTag, log: log, metrics: m, dbs: map[string]*storage.DB{}}
 	if err := os.MkdirAll(c.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -62,7 +67,7 @@ func Open(dir, nodeTag string, log *slog.Logger) (*Catalog, error) {
 		if _, err := os.Stat(path); err != nil {
 			continue
 		}
-		db, err := storage.Open(path, storage.Options{Name: e.Name(), NodeTag: nodeTag, Logger: log.With("database", e.Name())})
+		db, err := storage.Open(path, storage.Options{Name: e.Name(), NodeTag: nodeTag, Logger: log.With("database", e.Name()), Metrics: m})
 		if err != nil {
 			c.Close()
 			return nil, err
@@ -113,7 +118,7 @@ func (c *Catalog) Create(name string, opts Options) (*storage.DB, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	db, err := storage.Open(filepath.Join(dir, "documents.db"), storage.Options{Name: name, NodeTag: c.nodeTag, Separator: opts.Separator, Logger: c.log.With("database", name)})
+	db, err := storage.Open(filepath.Join(dir, "documents.db"), storage.Options{Name: name, NodeTag: c.nodeTag, Separator: opts.Separator, Logger: c.log.With("database", name), Metrics: c.metrics})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/rookerydb/rookery/backend/dberr"
-	"github.com/rookerydb/rookery/backend/metrics"
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
@@ -90,51 +89,61 @@ type Local struct{}
 // already exists is never returned: the counter moves past it. All of it
 // happens in tx, so the values and the documents commit together.
 func (Local) Take(tx *storage.Tx, prefixes []string) ([]int64, error) {
-	return Take(tx, prefixes)
+	values, probes, err := Take(tx, prefixes)
+	if err == nil {
+		m := tx.Metrics()
+		m.IdentityProbes.Add(float64(probes))
+		m.IdentityCalls.WithLabelValues("next").Add(float64(len(prefixes)))
+	}
+	return values, err
 }
 
-// Take is Local.Take for any transaction that offers IdentityTx.
-func Take(tx IdentityTx, prefixes []string) ([]int64, error) {
+// Take is Local.Take for any transaction that offers IdentityTx; it also
+// returns how many existence probes it made.
+func Take(tx IdentityTx, prefixes []string) ([]int64, int, error) {
+	total := 0
 	out := make([]int64, len(prefixes))
 	sep := tx.Separator()
 	for i, prefix := range prefixes {
 		name := IdentityName(prefix)
 		cur, err := tx.Identity(name)
 		if err != nil {
-			return nil, err
+			return nil, total, err
 		}
 		if cur == math.MaxInt64 {
-			return nil, dberr.New(dberr.InvalidOperation, "identity %s is exhausted", name)
+			return nil, total, dberr.New(dberr.InvalidOperation, "identity %s is exhausted", name)
 		}
 		v := cur + 1
 		taken := func(n int64) (bool, error) { return tx.Exists(IdentityID(prefix, sep, n)) }
 		exists, err := taken(v)
+		total++
 		if err != nil {
-			return nil, err
+			return nil, total, err
 		}
-		probes := 1
 		if exists {
 			var more int
 			v, more, err = NextFree(v, taken)
+			total += more
 			if err != nil {
-				return nil, err
+				return nil, total, err
 			}
-			probes += more
 		}
-		metrics.IdentityProbes.Add(float64(probes))
 		if err := tx.SetIdentity(name, v); err != nil {
-			return nil, err
+			return nil, total, err
 		}
 		out[i] = v
 	}
-	metrics.IdentityCalls.WithLabelValues("next").Add(float64(len(prefixes)))
-	return out, nil
+	return out, total, nil
 }
 
 // Seed sets an identity: without force to max(current, value) (add-max),
 // with force to exactly value. It returns the resulting value.
 func (Local) Seed(tx *storage.Tx, name string, value int64, force bool) (int64, error) {
-	return Seed(tx, name, value, force)
+	v, err := Seed(tx, name, value, force)
+	if err == nil {
+		tx.Metrics().IdentityCalls.WithLabelValues("seed").Inc()
+	}
+	return v, err
 }
 
 // Seed is Local.Seed for any transaction that offers IdentityTx.
@@ -150,6 +159,5 @@ func Seed(tx IdentityTx, name string, value int64, force bool) (int64, error) {
 	if err := tx.SetIdentity(name, value); err != nil {
 		return 0, err
 	}
-	metrics.IdentityCalls.WithLabelValues("seed").Inc()
 	return value, nil
 }

@@ -51,6 +51,8 @@ type Options struct {
 	Logger *slog.Logger
 	// ReadConns is the size of the read pool; 8 when zero.
 	ReadConns int
+	// Metrics receives the database's figures; a private set when nil.
+	Metrics *metrics.Engine
 }
 
 // DB is one open database.
@@ -61,6 +63,7 @@ type DB struct {
 	dbid    string
 	sep     string
 	log     *slog.Logger
+	metrics *metrics.Engine
 
 	writer *sql.DB
 	reader *sql.DB
@@ -127,6 +130,9 @@ func Open(path string, opts Options) (*DB, error) {
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = 8
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.New()
+	}
 	w, err := sql.Open("sqlite", dsn(path, false))
 	if err != nil {
 		return nil, err
@@ -149,6 +155,7 @@ func Open(path string, opts Options) (*DB, error) {
 		path:        path,
 		nodeTag:     opts.NodeTag,
 		log:         opts.Logger,
+		metrics:     opts.Metrics,
 		writer:      w,
 		reader:      r,
 		reqs:        make(chan *writeReq, 1024),
@@ -281,6 +288,9 @@ func (db *DB) DatabaseID() string { return db.dbid }
 // Separator is the identity parts separator ("/" by default).
 func (db *DB) Separator() string { return db.sep }
 
+// Metrics is the collector set this database reports to.
+func (db *DB) Metrics() *metrics.Engine { return db.metrics }
+
 // OnCommit registers fn to be called, on the writer goroutine, with the
 // changes of every committed transaction. fn must not block.
 func (db *DB) OnCommit(fn func([]Change)) {
@@ -371,7 +381,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 			}
 			batch[i].done <- errs[i]
 		}
-		metrics.Transactions.WithLabelValues("failed").Inc()
+		db.metrics.Transactions.WithLabelValues("failed").Inc()
 	}
 	sqlTx, err := db.writer.Begin()
 	if err != nil {
@@ -433,9 +443,9 @@ func (db *DB) runBatch(batch []*writeReq) {
 		db.lastWrite = tx.now
 	}
 	db.mu.Unlock()
-	metrics.TxMergeSize.Observe(float64(len(batch)))
-	metrics.TxCommitSeconds.Observe(time.Since(start).Seconds())
-	metrics.Transactions.WithLabelValues("committed").Inc()
+	db.metrics.TxMergeSize.Observe(float64(len(batch)))
+	db.metrics.TxCommitSeconds.Observe(time.Since(start).Seconds())
+	db.metrics.Transactions.WithLabelValues("committed").Inc()
 	if len(tx.changes) > 0 {
 		puts, dels := 0, 0
 		for _, c := range tx.changes {
@@ -446,10 +456,10 @@ func (db *DB) runBatch(batch []*writeReq) {
 			}
 		}
 		if puts > 0 {
-			metrics.DocumentsWritten.WithLabelValues(db.name, "put").Add(float64(puts))
+			db.metrics.DocumentsWritten.WithLabelValues(db.name, "put").Add(float64(puts))
 		}
 		if dels > 0 {
-			metrics.DocumentsWritten.WithLabelValues(db.name, "delete").Add(float64(dels))
+			db.metrics.DocumentsWritten.WithLabelValues(db.name, "delete").Add(float64(dels))
 		}
 	}
 	for i := range batch {

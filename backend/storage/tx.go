@@ -13,6 +13,7 @@ import (
 	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/metrics"
 )
 
 // Tx is a write request's view of a merged transaction. It is only valid
@@ -107,6 +108,9 @@ func (tx *Tx) persist(startEtag int64, startCV string) error {
 	}
 	return nil
 }
+
+// Metrics is the collector set of the database being written.
+func (tx *Tx) Metrics() *metrics.Engine { return tx.db.metrics }
 
 // Now is the transaction's timestamp (UTC).
 func (tx *Tx) Now() time.Time { return tx.now }

@@ -361,14 +361,13 @@ func identities(out io.Writer, url string, single, batched int) error {
 	if err := createDB(url, "ident"); err != nil {
 		return err
 	}
-	start := time.Now()
-	for i := 0; i < single; i++ {
-		b, code, err := do("PUT", url+"/databases/ident/docs?id=singles%7C", []byte(`{"@metadata":{"@collection":"Singles"}}`))
-		if err != nil || code != 201 {
-			return fmt.Errorf("identity put: %v %d %s", err, code, b)
+	for _, clients := range []int{1, 4} {
+		rate, err := singleIdentities(url, single, clients)
+		if err != nil {
+			return err
 		}
+		fmt.Fprintf(out, "single (one PUT docs?id=singles| per id, %d client(s)): %8.0f ids/s\n", clients, rate)
 	}
-	fmt.Fprintf(out, "single (one PUT docs?id=singles| per id, 1 client):   %8.0f ids/s\n", float64(single)/time.Since(start).Seconds())
 	const per = 100
 	var b strings.Builder
 	b.WriteString(`{"Commands":[`)
@@ -380,7 +379,7 @@ func identities(out io.Writer, url string, single, batched int) error {
 	}
 	b.WriteString(`]}`)
 	body := []byte(b.String())
-	start = time.Now()
+	start := time.Now()
 	for i := 0; i < batched; i += per {
 		rb, code, err := do("POST", url+"/databases/ident/bulk_docs", body)
 		if err != nil || code != 201 {
@@ -389,6 +388,36 @@ func identities(out io.Writer, url string, single, batched int) error {
 	}
 	fmt.Fprintf(out, "batched (%d identity PUTs per bulk_docs, 1 client):  %8.0f ids/s\n", per, float64(batched)/time.Since(start).Seconds())
 	return nil
+}
+
+// singleIdentities takes n identity ids, one PUT each, from `clients`
+// concurrent clients; concurrent requests share commits (group commit).
+func singleIdentities(url string, n, clients int) (float64, error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	start := time.Now()
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n/clients; i++ {
+				b, code, err := do("PUT", url+"/databases/ident/docs?id=singles%7C", []byte(`{"@metadata":{"@collection":"Singles"}}`))
+				if err == nil && code != 201 {
+					err = fmt.Errorf("identity put: %d %s", code, b)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return float64(n/clients*clients) / time.Since(start).Seconds(), nil
 }
 
 // probe fills a database with items/1..items/N and measures how many

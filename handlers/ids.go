@@ -16,21 +16,25 @@ import (
 
 func asMaxBytes(err error, target **http.MaxBytesError) bool { return errors.As(err, target) }
 
+// hiloArgs reads the database, the tag and two integer parameters of a
+// HiLo request.
+func (a *API) hiloArgs(c echo.Context, p1, p2 string) (db *storage.DB, tag string, v1, v2 int64, err error) {
+	if db, err = a.db(c); err != nil {
+		return
+	}
+	if tag, err = requiredParam(c, "tag"); err != nil {
+		return
+	}
+	if v1, err = intParam(c, p1, 0); err != nil {
+		return
+	}
+	v2, err = intParam(c, p2, 0)
+	return
+}
+
 // hiloNext serves GET /hilo/next: reserve the next range for a tag.
 func (a *API) hiloNext(c echo.Context) error {
-	db, err := a.db(c)
-	if err != nil {
-		return err
-	}
-	tag, err := requiredParam(c, "tag")
-	if err != nil {
-		return err
-	}
-	lastSize, err := intParam(c, "lastBatchSize", 0)
-	if err != nil {
-		return err
-	}
-	lastMax, err := intParam(c, "lastMax", 0)
+	db, tag, lastSize, lastMax, err := a.hiloArgs(c, "lastBatchSize", "lastMax")
 	if err != nil {
 		return err
 	}
@@ -60,19 +64,7 @@ func (a *API) hiloNext(c echo.Context) error {
 
 // hiloReturn serves PUT /hilo/return: give back the unused end of a range.
 func (a *API) hiloReturn(c echo.Context) error {
-	db, err := a.db(c)
-	if err != nil {
-		return err
-	}
-	tag, err := requiredParam(c, "tag")
-	if err != nil {
-		return err
-	}
-	end, err := intParam(c, "end", 0)
-	if err != nil {
-		return err
-	}
-	last, err := intParam(c, "last", 0)
+	db, tag, end, last, err := a.hiloArgs(c, "end", "last")
 	if err != nil {
 		return err
 	}

@@ -289,32 +289,47 @@ func httpInsert(url, db string, docs []benchDoc, batch, clients int) (float64, e
 		work <- b
 	}
 	close(work)
+	elapsed, err := parallel(clients, func() error {
+		for body := range work {
+			if err := expect201("POST", url+"/databases/"+db+"/bulk_docs", body); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return float64(len(docs)) / elapsed.Seconds(), nil
+}
+
+// parallel runs fn on n goroutines and returns how long they took and the
+// first error.
+func parallel(n int, fn func() error) (time.Duration, error) {
 	var wg sync.WaitGroup
-	errs := make(chan error, clients)
+	errs := make(chan error, n)
 	start := time.Now()
-	for c := 0; c < clients; c++ {
+	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for body := range work {
-				b, code, err := do("POST", url+"/databases/"+db+"/bulk_docs", body)
-				if err == nil && code != 201 {
-					err = fmt.Errorf("bulk_docs: %d %.200s", code, b)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
+			if err := fn(); err != nil {
+				errs <- err
 			}
 		}()
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	close(errs)
-	if err := <-errs; err != nil {
-		return 0, err
+	return elapsed, <-errs
+}
+
+func expect201(method, url string, body []byte) error {
+	b, code, err := do(method, url, body)
+	if err == nil && code != 201 {
+		err = fmt.Errorf("%s %s: %d %.200s", method, url, code, b)
 	}
-	return float64(len(docs)) / elapsed.Seconds(), nil
+	return err
 }
 
 func hilo(out io.Writer, url string, n int) error {
@@ -393,31 +408,18 @@ func identities(out io.Writer, url string, single, batched int) error {
 // singleIdentities takes n identity ids, one PUT each, from `clients`
 // concurrent clients; concurrent requests share commits (group commit).
 func singleIdentities(url string, n, clients int) (float64, error) {
-	var wg sync.WaitGroup
-	errs := make(chan error, clients)
-	start := time.Now()
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < n/clients; i++ {
-				b, code, err := do("PUT", url+"/databases/ident/docs?id=singles%7C", []byte(`{"@metadata":{"@collection":"Singles"}}`))
-				if err == nil && code != 201 {
-					err = fmt.Errorf("identity put: %d %s", code, b)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
+	elapsed, err := parallel(clients, func() error {
+		for i := 0; i < n/clients; i++ {
+			if err := expect201("PUT", url+"/databases/ident/docs?id=singles%7C", []byte(`{"@metadata":{"@collection":"Singles"}}`)); err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+		}
+		return nil
+	})
+	if err != nil {
 		return 0, err
 	}
-	return float64(n/clients*clients) / time.Since(start).Seconds(), nil
+	return float64(n/clients*clients) / elapsed.Seconds(), nil
 }
 
 // probe fills a database with items/1..items/N and measures how many

@@ -11,7 +11,7 @@ import (
 // measurement holds the bound (a count, not a time, so it is safe to assert).
 func TestBenchSmoke(t *testing.T) {
 	var out bytes.Buffer
-	c := config{docs: 2000, batch: 500, hiloIDs: 20_000, identSingle: 20, identBatch: 200, probeNs: []int{100, 5000}, dir: t.TempDir()}
+	c := config{docs: 2000, batch: 500, rounds: 2, hiloIDs: 20_000, identSingle: 20, identBatch: 200, probeNs: []int{100, 5000}, dir: t.TempDir()}
 	if err := run(c, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}

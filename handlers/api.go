@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rookerydb/rookery/backend/activity"
 	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/ids"
@@ -29,6 +30,8 @@ type API struct {
 	// URL returns the node's public base URL (no trailing slash).
 	URL        func() string
 	Identities ids.Local
+	// Activity records HiLo calls for the studio; optional.
+	Activity *activity.Tracker
 }
 
 // Register adds the API routes to e.

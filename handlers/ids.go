@@ -5,14 +5,28 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rookerydb/rookery/backend/activity"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
 )
+
+// clientName describes the caller of a request for the studio: its address
+// and, when it says, its client library.
+func clientName(c echo.Context) string {
+	name := c.RealIP()
+	if v := c.Request().Header.Get("Raven-Client-Version"); v != "" {
+		name += " (ravendb " + v + ")"
+	} else if ua := c.Request().UserAgent(); strings.HasPrefix(ua, "rookery") {
+		name += " (" + ua + ")"
+	}
+	return name
+}
 
 func asMaxBytes(err error, target **http.MaxBytesError) bool { return errors.As(err, target) }
 
@@ -52,6 +66,9 @@ func (a *API) hiloNext(c echo.Context) error {
 		return err
 	}
 	db.Metrics().HiLoCalls.WithLabelValues("next").Inc()
+	if a.Activity != nil {
+		a.Activity.RecordHiLo(db.Name(), activity.HiLoCall{Time: r.LastRangeAt, Op: "next", Tag: tag, Low: r.Low, High: r.High, Size: r.LastSize, Client: clientName(c), Node: r.ServerTag})
+	}
 	return writeJSON(c, http.StatusCreated, map[string]any{
 		"Prefix":      r.Prefix,
 		"Low":         r.Low,
@@ -68,14 +85,19 @@ func (a *API) hiloReturn(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	var applied bool
 	err = db.Write(c.Request().Context(), func(tx *storage.Tx) error {
-		_, err := ids.ReturnRange(tx, tag, end, last)
+		var err error
+		applied, err = ids.ReturnRange(tx, tag, end, last)
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	db.Metrics().HiLoCalls.WithLabelValues("return").Inc()
+	if a.Activity != nil {
+		a.Activity.RecordHiLo(db.Name(), activity.HiLoCall{Time: time.Now().UTC(), Op: "return", Tag: tag, Low: last, High: end, Client: clientName(c), Node: a.NodeTag, Applied: applied})
+	}
 	return c.NoContent(http.StatusNoContent)
 }
 

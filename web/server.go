@@ -17,9 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rookerydb/rookery/backend/activity"
+	"github.com/rookerydb/rookery/backend/alerts"
 	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/metrics"
+	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/handlers"
+	"github.com/rookerydb/rookery/static"
 )
 
 // Config is everything a node needs to start.
@@ -47,6 +51,13 @@ type Server struct {
 	url     atomic.Pointer[string]
 	ready   atomic.Bool
 	reg     *prometheus.Registry
+
+	activity *activity.Tracker
+	alerts   *alerts.Store
+	studio   *handlers.Studio
+	hub      *Hub
+	stop     chan struct{}
+	stopped  chan struct{}
 }
 
 // New opens the databases and prepares the router. It opens nothing on the
@@ -94,8 +105,16 @@ func New(cfg Config) (*Server, error) {
 		return c.String(http.StatusOK, "ready")
 	})
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
-	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL}
+	s.activity = activity.New()
+	s.alerts = alerts.New()
+	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity}
 	api.Register(e)
+	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL}
+	s.studio.Register(e)
+	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
+	e.GET("/studio/live", s.hub.Serve)
+	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", http.FileServer(http.FS(static.Files)))))
+	s.watch()
 	s.echo = e
 	s.http = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	return s, nil
@@ -111,6 +130,50 @@ func validTag(tag string) error {
 		}
 	}
 	return nil
+}
+
+// watch connects the engine's events to the live hub: every commit of a
+// database, databases coming and going, alerts, and a once-a-second tick
+// that samples write rates.
+func (s *Server) watch() {
+	for _, db := range s.catalog.All() {
+		s.watchDB(db)
+	}
+	s.catalog.OnChange(func(ev catalog.Event) {
+		if ev.DB != nil {
+			s.watchDB(ev.DB)
+		}
+		if ev.Type == "deleted" {
+			s.activity.Forget(ev.Name)
+		}
+		s.hub.Notify("")
+	})
+	s.alerts.OnChange(func() { s.hub.Notify("") })
+	s.stop, s.stopped = make(chan struct{}), make(chan struct{})
+	go s.tick()
+}
+
+func (s *Server) watchDB(db *storage.DB) {
+	name := db.Name()
+	db.OnCommit(func([]storage.Change) { s.hub.Notify(name) })
+}
+
+func (s *Server) tick() {
+	defer close(s.stopped)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		for _, db := range s.catalog.All() {
+			s.activity.Sample(db.Name(), db.Writes())
+			s.hub.Tick(db.Name())
+		}
+		s.studio.Tick(context.Background())
+	}
 }
 
 // Handler is the node's HTTP handler (for tests that drive it directly).
@@ -142,9 +205,22 @@ func (s *Server) URL() string { return *s.url.Load() }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
 	err := s.http.Shutdown(ctx)
+	s.stopTicker()
 	return errors.Join(err, s.catalog.Close())
+}
+
+func (s *Server) stopTicker() {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+		<-s.stopped
+	}
 }
 
 // Close releases the databases without serving (for a server that never
 // served).
-func (s *Server) Close() error { return s.catalog.Close() }
+func (s *Server) Close() error {
+	s.stopTicker()
+	return s.catalog.Close()
+}

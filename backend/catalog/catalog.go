@@ -36,6 +36,45 @@ type Catalog struct {
 
 	mu  sync.RWMutex
 	dbs map[string]*storage.DB // by lower-cased name
+
+	hooksMu sync.Mutex
+	hooks   []func(Event)
+}
+
+// Event is a change to the set of databases.
+type Event struct {
+	Type string // "created" or "deleted"
+	Name string
+	DB   *storage.DB // the database, for "created"
+}
+
+// OnChange registers fn to run after a database is created or deleted.
+// Databases opened at start-up are reported through All, not here.
+func (c *Catalog) OnChange(fn func(Event)) {
+	c.hooksMu.Lock()
+	c.hooks = append(c.hooks, fn)
+	c.hooksMu.Unlock()
+}
+
+func (c *Catalog) emit(e Event) {
+	c.hooksMu.Lock()
+	hooks := append([]func(Event){}, c.hooks...)
+	c.hooksMu.Unlock()
+	for _, h := range hooks {
+		h(e)
+	}
+}
+
+// All returns every open database, sorted by name.
+func (c *Catalog) All() []*storage.DB {
+	c.mu.RLock()
+	out := make([]*storage.DB, 0, len(c.dbs))
+	for _, db := range c.dbs {
+		out = append(out, db)
+	}
+	c.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out
 }
 
 // Open opens every database found under dir.
@@ -107,6 +146,16 @@ func (c *Catalog) Create(name string, opts Options) (*storage.DB, error) {
 	if len([]rune(opts.Separator)) != 1 || opts.Separator == "|" {
 		return nil, dberr.New(dberr.BadRequest, "The identity parts separator must be one character other than '|', not %q", opts.Separator)
 	}
+	db, err := c.create(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.log.Info("database created", "database", name)
+	c.emit(Event{Type: "created", Name: name, DB: db})
+	return db, nil
+}
+
+func (c *Catalog) create(name string, opts Options) (*storage.DB, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := strings.ToLower(name)
@@ -124,7 +173,6 @@ func (c *Catalog) Create(name string, opts Options) (*storage.DB, error) {
 		return nil, err
 	}
 	c.dbs[key] = db
-	c.log.Info("database created", "database", name)
 	return db, nil
 }
 
@@ -149,6 +197,7 @@ func (c *Catalog) Delete(name string) error {
 	}
 	err = errors.Join(err, os.RemoveAll(dir))
 	c.log.Info("database deleted", "database", name)
+	c.emit(Event{Type: "deleted", Name: db.Name()})
 	return err
 }
 

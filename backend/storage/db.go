@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -81,7 +82,9 @@ type DB struct {
 	cv          changevector.Vector
 	cvText      string
 	collections map[string]*Collection // by lower-cased name
+	idNumbers   map[string]*IDNumbers  // by prefix + suffix
 	lastWrite   time.Time
+	writes      atomic.Int64 // documents written since open
 
 	hooksMu sync.RWMutex
 	hooks   []func([]Change)
@@ -161,6 +164,7 @@ func Open(path string, opts Options) (*DB, error) {
 		reqs:        make(chan *writeReq, 1024),
 		done:        make(chan struct{}),
 		collections: map[string]*Collection{},
+		idNumbers:   map[string]*IDNumbers{},
 	}
 	if err := db.load(opts); err != nil {
 		w.Close()
@@ -241,6 +245,20 @@ func (db *DB) load(opts Options) error {
 			db.lastWrite = time.Unix(0, n).UTC()
 		}
 	}
+	irows, err := db.writer.Query(`SELECT key, prefix, suffix, docs, max_n FROM id_numbers`)
+	if err != nil {
+		return err
+	}
+	for irows.Next() {
+		var key string
+		v := &IDNumbers{}
+		if err := irows.Scan(&key, &v.Prefix, &v.Suffix, &v.Docs, &v.MaxN); err != nil {
+			irows.Close()
+			return err
+		}
+		db.idNumbers[key] = v
+	}
+	irows.Close()
 	crows, err := db.writer.Query(`SELECT key, name, docs, tombstones FROM collections`)
 	if err != nil {
 		return err
@@ -398,6 +416,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 		cvText:   db.cvText,
 		deltas:   map[string]*Collection{},
 		stmts:    map[string]*sql.Stmt{},
+		idDeltas: map[string]*IDNumbers{},
 	}
 	for _, c := range db.collections {
 		tx.tombstones += c.Tombstones
@@ -439,10 +458,20 @@ func (db *DB) runBatch(batch []*writeReq) {
 		c.Docs += d.Docs
 		c.Tombstones += d.Tombstones
 	}
+	for key, d := range tx.idDeltas {
+		v := db.idNumbers[key]
+		if v == nil {
+			v = &IDNumbers{Prefix: d.Prefix, Suffix: d.Suffix}
+			db.idNumbers[key] = v
+		}
+		v.Docs += d.Docs
+		v.MaxN = max(v.MaxN, d.MaxN)
+	}
 	if len(tx.changes) > 0 {
 		db.lastWrite = tx.now
 	}
 	db.mu.Unlock()
+	db.writes.Add(int64(len(tx.changes)))
 	db.metrics.TxMergeSize.Observe(float64(len(batch)))
 	db.metrics.TxCommitSeconds.Observe(time.Since(start).Seconds())
 	db.metrics.Transactions.WithLabelValues("committed").Inc()
@@ -465,7 +494,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 	for i := range batch {
 		batch[i].done <- errs[i]
 	}
-	if len(tx.changes) > 0 {
+	if len(tx.changes) > 0 || tx.wrote {
 		db.hooksMu.RLock()
 		for _, h := range db.hooks {
 			h(tx.changes)
@@ -513,6 +542,9 @@ func (db *DB) Stats() Stats {
 	}
 	return s
 }
+
+// Writes is how many documents were written (put or deleted) since Open.
+func (db *DB) Writes() int64 { return db.writes.Load() }
 
 // LastEtag is the last etag committed.
 func (db *DB) LastEtag() int64 {

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 )
 
 // Get reads one document; nil when missing.
@@ -147,4 +149,64 @@ func (db *DB) IntegrityCheck(ctx context.Context) error {
 		return fmt.Errorf("last etag %d is behind the stored etag %d", db.LastEtag(), maxEtag.Int64)
 	}
 	return rows.Err()
+}
+
+// CanonicalCollection returns the stored spelling of a collection name
+// (collections are case-insensitive) and whether it exists.
+func (db *DB) CanonicalCollection(name string) (string, bool) {
+	return db.collectionName(strings.ToLower(name))
+}
+
+// PageByEtag is keyset paging, newest first: up to limit documents of
+// collection ("" for all) with an etag below before (0 for the newest).
+// It walks an index, so a page costs the same at any depth.
+func (db *DB) PageByEtag(ctx context.Context, collection string, before int64, limit int) ([]*Document, error) {
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	var rows *sql.Rows
+	var err error
+	if collection == "" {
+		rows, err = db.reader.QueryContext(ctx, `SELECT `+docColumns+` FROM docs WHERE etag < ? ORDER BY etag DESC LIMIT ?`, before, limit)
+	} else {
+		name, ok := db.CanonicalCollection(collection)
+		if !ok {
+			return nil, nil
+		}
+		rows, err = db.reader.QueryContext(ctx, `SELECT `+docColumns+` FROM docs WHERE collection = ? AND etag < ? ORDER BY etag DESC LIMIT ?`, name, before, limit)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows)
+}
+
+// PageByID is keyset paging in id order over ids starting with prefix, after
+// the id after ("" for the first page), optionally within one collection.
+func (db *DB) PageByID(ctx context.Context, prefix, collection, after string, limit int) ([]*Document, error) {
+	lo := LowerID(prefix)
+	if a := LowerID(after); a != "" && a >= lo {
+		lo = a + "\x00"
+	}
+	q := `SELECT ` + docColumns + ` FROM docs WHERE key >= ?`
+	args := []any{lo}
+	if hi, ok := prefixUpperBound(LowerID(prefix)); ok {
+		q += ` AND key < ?`
+		args = append(args, hi)
+	}
+	if collection != "" {
+		name, ok := db.CanonicalCollection(collection)
+		if !ok {
+			return nil, nil
+		}
+		q += ` AND collection = ?`
+		args = append(args, name)
+	}
+	q += ` ORDER BY key LIMIT ?`
+	args = append(args, limit)
+	rows, err := db.reader.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows)
 }

@@ -44,6 +44,17 @@ CREATE TABLE IF NOT EXISTS collections (
 	tombstones INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 
+-- Per id-prefix figures for ids of the form prefix/N or prefix/N-TAG (HiLo
+-- ids): how many exist and the highest N ever written. The HiLo page and
+-- the identity audit read them without scanning ids.
+CREATE TABLE IF NOT EXISTS id_numbers (
+	key    TEXT PRIMARY KEY, -- lower-cased prefix (separator included) + suffix
+	prefix TEXT NOT NULL,
+	suffix TEXT NOT NULL,    -- "" for prefix/N, "-A" for prefix/N-A
+	docs   INTEGER NOT NULL DEFAULT 0,
+	max_n  INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
 -- Identity counters, keyed by lower-cased "prefix|".
 CREATE TABLE IF NOT EXISTS identities (
 	name  TEXT PRIMARY KEY,

@@ -20,7 +20,9 @@ const (
 	sqlDeleteDoc       = `DELETE FROM docs WHERE etag = ?`
 	sqlInsertTombstone = `INSERT INTO tombstones(etag, key, id, collection, deleted_etag, change_vector, last_modified, flags) VALUES(?, ?, ?, ?, ?, ?, ?, 0)`
 	sqlGetIdentity     = `SELECT value FROM identities WHERE name = ?`
-	sqlSetIdentity     = `INSERT INTO identities(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value`
+	sqlAddIDNumbers    = `INSERT INTO id_numbers(key, prefix, suffix, docs, max_n) VALUES(?, ?, ?, ?, ?)
+			ON CONFLICT(key) DO UPDATE SET docs = docs + excluded.docs, max_n = max(max_n, excluded.max_n)`
+	sqlSetIdentity = `INSERT INTO identities(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value`
 )
 
 var writerStatements = []string{
@@ -42,4 +44,5 @@ var writerStatements = []string{
 	sqlInsertTombstone,
 	sqlGetIdentity,
 	sqlSetIdentity,
+	sqlAddIDNumbers,
 }

@@ -33,6 +33,10 @@ type Tx struct {
 
 	pendingCV   changevector.Vector
 	pendingText string
+
+	idDeltas map[string]*IDNumbers
+	// wrote is set by writes that produce no document change (identities).
+	wrote bool
 }
 
 // stmt returns the prepared statement for q bound to this transaction.
@@ -55,10 +59,14 @@ func (tx *Tx) run(fn func(*Tx) error) error {
 	if _, err := tx.exec(sqlSavepoint); err != nil {
 		return err
 	}
-	etag, cv, cvText, nchanges := tx.lastEtag, tx.cv, tx.cvText, len(tx.changes)
+	etag, cv, cvText, nchanges, wrote := tx.lastEtag, tx.cv, tx.cvText, len(tx.changes), tx.wrote
 	saved := make(map[string]Collection, len(tx.deltas))
 	for k, d := range tx.deltas {
 		saved[k] = *d
+	}
+	savedIDs := make(map[string]IDNumbers, len(tx.idDeltas))
+	for k, d := range tx.idDeltas {
+		savedIDs[k] = *d
 	}
 	err := safeCall(fn, tx)
 	if err == nil {
@@ -70,12 +78,19 @@ func (tx *Tx) run(fn func(*Tx) error) error {
 		return errors.Join(err, rerr)
 	}
 	_, _ = tx.exec(sqlRelease)
-	tx.lastEtag, tx.cv, tx.cvText, tx.changes = etag, cv, cvText, tx.changes[:nchanges]
+	tx.lastEtag, tx.cv, tx.cvText, tx.changes, tx.wrote = etag, cv, cvText, tx.changes[:nchanges], wrote
 	for k := range tx.deltas {
 		if s, ok := saved[k]; ok {
 			*tx.deltas[k] = s
 		} else {
 			delete(tx.deltas, k)
+		}
+	}
+	for k := range tx.idDeltas {
+		if s, ok := savedIDs[k]; ok {
+			*tx.idDeltas[k] = s
+		} else {
+			delete(tx.idDeltas, k)
 		}
 	}
 	return err
@@ -94,6 +109,11 @@ func (tx *Tx) persist(startEtag int64, startCV string) error {
 	}
 	if tx.cvText != startCV {
 		if _, err := tx.exec(sqlSetChangeVector, tx.cvText); err != nil {
+			return err
+		}
+	}
+	for key, d := range tx.idDeltas {
+		if _, err := tx.exec(sqlAddIDNumbers, key, d.Prefix, d.Suffix, d.Docs, d.MaxN); err != nil {
 			return err
 		}
 	}
@@ -295,6 +315,7 @@ func (tx *Tx) Put(id string, doc document.Parsed, expected *string) (Info, error
 				}
 			}
 			tx.delta(ckey, cname).Docs++
+			tx.noteID(id, 1)
 			tx.changes = append(tx.changes, Change{Type: "Put", ID: id, Collection: cname, ChangeVector: cv, Etag: etag})
 			return Info{ID: id, Collection: cname, ChangeVector: cv, Etag: etag, LastModified: tx.now}, nil
 		}
@@ -336,6 +357,7 @@ func (tx *Tx) Put(id string, doc document.Parsed, expected *string) (Info, error
 			return Info{}, err
 		}
 		tx.delta(ckey, cname).Docs++
+		tx.noteID(id, 1)
 	}
 	tx.changes = append(tx.changes, Change{Type: "Put", ID: id, Collection: cname, ChangeVector: cv, Etag: etag})
 	return Info{ID: id, Collection: cname, ChangeVector: cv, Etag: etag, LastModified: tx.now}, nil
@@ -401,6 +423,7 @@ func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err 
 	d := tx.delta(ckey, cname)
 	d.Docs--
 	d.Tombstones++
+	tx.noteID(old.id, -1)
 	tx.changes = append(tx.changes, Change{Type: "Delete", ID: old.id, Collection: cname, ChangeVector: cv, Etag: etag})
 	return Info{ID: old.id, Collection: cname, ChangeVector: cv, Etag: etag, LastModified: tx.now}, true, nil
 }
@@ -419,6 +442,9 @@ func (tx *Tx) Identity(name string) (int64, error) {
 // SetIdentity sets an identity counter.
 func (tx *Tx) SetIdentity(name string, value int64) error {
 	_, err := tx.exec(sqlSetIdentity, strings.ToLower(name), value)
+	if err == nil {
+		tx.wrote = true
+	}
 	return err
 }
 

@@ -1,0 +1,244 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+
+	"github.com/rookerydb/rookery/backend/activity"
+	"github.com/rookerydb/rookery/backend/alerts"
+	"github.com/rookerydb/rookery/backend/catalog"
+	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/ids"
+	"github.com/rookerydb/rookery/backend/storage"
+	"github.com/rookerydb/rookery/views"
+)
+
+// LiveFunc renders a page's live regions for a connected browser. q holds
+// the page's query (db included).
+type LiveFunc func(ctx context.Context, q url.Values) ([]views.Fragment, error)
+
+// Studio serves the management studio's pages under /studio/.
+type Studio struct {
+	Catalog    *catalog.Catalog
+	Activity   *activity.Tracker
+	Alerts     *alerts.Store
+	NodeTag    string
+	URL        func() string
+	Identities ids.Local
+
+	live  map[string]LiveFunc
+	ticks map[string]bool
+}
+
+// addLive registers a page's live regions; ticks asks for a refresh every
+// second as well (pages with rates and sparklines).
+func (s *Studio) addLive(page string, fn LiveFunc, ticks bool) {
+	s.live[page] = fn
+	if ticks {
+		s.ticks[page] = true
+	}
+}
+
+// WantsTicks tells whether a page refreshes every second.
+func (s *Studio) WantsTicks(page string) bool { return s.ticks[page] }
+
+// Tick runs the studio's once-a-second checks (the identity audit alerts).
+func (s *Studio) Tick(ctx context.Context) {
+	s.auditTick(ctx)
+}
+
+// Register adds the studio routes to e. Mutating actions are POSTs behind a
+// same-origin check.
+func (s *Studio) Register(e *echo.Echo) {
+	s.live, s.ticks = map[string]LiveFunc{}, map[string]bool{}
+	e.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/studio/") })
+	e.GET("/studio", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/studio/") })
+	g := e.Group("/studio", sameOrigin)
+	g.GET("/", s.dashboard)
+	g.GET("/databases", s.databases)
+	g.POST("/databases", s.createDatabase)
+	g.POST("/databases/delete", s.deleteDatabase)
+	g.POST("/alerts/dismiss", s.dismissAlert)
+	s.addLive("dashboard", s.dashboardLive, true)
+	s.addLive("databases", s.databasesLive, true)
+
+	db := g.Group("/db/:db")
+	s.registerDocuments(db)
+	s.registerHiLo(db)
+	s.registerIdentities(db)
+	s.registerStats(db)
+}
+
+// LiveFragments renders the live regions of a page; the notification area is
+// part of every page.
+func (s *Studio) LiveFragments(ctx context.Context, page string, q url.Values) ([]views.Fragment, error) {
+	frags := []views.Fragment{{ID: "alerts-area", C: views.AlertsArea(s.Alerts.List())}}
+	fn := s.live[page]
+	if fn == nil {
+		return frags, nil
+	}
+	more, err := fn(ctx, q)
+	if err != nil {
+		return frags, err
+	}
+	return append(frags, more...), nil
+}
+
+// sameOrigin refuses cross-site POSTs: a browser sends Sec-Fetch-Site and
+// Origin with every POST, and a forged one comes from another origin.
+// Requests without either (curl, scripts) are not browsers and carry no
+// ambient credentials to abuse.
+func sameOrigin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			return next(c)
+		}
+		if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+			return forbidden(c, "Cross-site request refused")
+		}
+		if origin := r.Header.Get("Origin"); origin != "" {
+			u, err := url.Parse(origin)
+			if err != nil || u.Host != r.Host {
+				return forbidden(c, "Cross-origin request refused")
+			}
+		}
+		return next(c)
+	}
+}
+
+func forbidden(c echo.Context, msg string) error {
+	return c.String(http.StatusForbidden, msg)
+}
+
+// chrome builds the layout data of a page.
+func (s *Studio) chrome(c echo.Context, title, db, active, live string) views.Chrome {
+	q := url.Values{}
+	for k, v := range c.QueryParams() {
+		q[k] = v
+	}
+	ch := views.Chrome{Title: title, Database: db, Active: active, Live: live, Query: q, NodeTag: s.NodeTag, Alerts: s.Alerts.List()}
+	if m := c.QueryParam("flash"); m != "" {
+		ch.Flash = m
+	}
+	if m := c.QueryParam("error"); m != "" {
+		ch.Flash, ch.FlashError = m, true
+	}
+	return ch
+}
+
+// render writes a full page.
+func render(c echo.Context, status int, ch views.Chrome, body templ.Component) error {
+	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+	c.Response().Header().Set("Cache-Control", "no-store")
+	c.Response().WriteHeader(status)
+	return views.Layout(ch, body).Render(c.Request().Context(), c.Response())
+}
+
+// studioError renders an engine error as a readable page, never a stack.
+func (s *Studio) studioError(c echo.Context, db string, err error) error {
+	status, title := http.StatusInternalServerError, "Something went wrong"
+	switch dberr.KindOf(err) {
+	case dberr.DatabaseMissing:
+		status, title = http.StatusNotFound, "No such database"
+	case dberr.NotFound:
+		status, title = http.StatusNotFound, "Not found"
+	case dberr.BadRequest, dberr.InvalidOperation:
+		status, title = http.StatusBadRequest, "That did not work"
+	case dberr.Concurrency:
+		status, title = http.StatusConflict, "Changed by someone else"
+	case dberr.Unavailable:
+		status, title = http.StatusServiceUnavailable, "Not available"
+	}
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	ch := s.chrome(c, title, db, "", "")
+	return render(c, status, ch, views.Message(title, err.Error()))
+}
+
+// redirectFlash is POST-redirect-GET with a message shown on the next page.
+func redirectFlash(c echo.Context, to, flash string, isError bool) error {
+	u, _ := url.Parse(to)
+	q := u.Query()
+	if isError {
+		q.Set("error", flash)
+	} else {
+		q.Set("flash", flash)
+	}
+	u.RawQuery = q.Encode()
+	return c.Redirect(http.StatusSeeOther, u.String())
+}
+
+// studioDB resolves the :db parameter of a studio page.
+func (s *Studio) studioDB(c echo.Context) (*storage.DB, error) {
+	return s.Catalog.Get(c.Param("db"))
+}
+
+func (s *Studio) databaseRows() []views.DatabaseRow {
+	var rows []views.DatabaseRow
+	for _, db := range s.Catalog.All() {
+		st := db.Stats()
+		rows = append(rows, views.DatabaseRow{
+			Name: db.Name(), Documents: st.Documents, Size: st.SizeOnDisk, LastWrite: st.LastWrite,
+			Rate: s.Activity.Rate(db.Name()), Members: []string{s.NodeTag},
+		})
+	}
+	return rows
+}
+
+func (s *Studio) nodes() []views.NodeInfo {
+	return []views.NodeInfo{{Tag: s.NodeTag, URL: s.URL(), State: "Leader (single node)"}}
+}
+
+func (s *Studio) dashboard(c echo.Context) error {
+	return render(c, http.StatusOK, s.chrome(c, "Dashboard", "", views.NavDashboard, "dashboard"), views.DashboardPage(s.nodes(), s.databaseRows()))
+}
+
+func (s *Studio) dashboardLive(ctx context.Context, q url.Values) ([]views.Fragment, error) {
+	return []views.Fragment{{ID: "dashboard-body", C: views.DashboardBody(s.nodes(), s.databaseRows())}}, nil
+}
+
+func (s *Studio) databases(c echo.Context) error {
+	return render(c, http.StatusOK, s.chrome(c, "Databases", "", views.NavDatabases, "databases"), views.DatabasesPage(s.databaseRows()))
+}
+
+func (s *Studio) databasesLive(ctx context.Context, q url.Values) ([]views.Fragment, error) {
+	return []views.Fragment{{ID: "databases-table", C: views.DatabasesTable(s.databaseRows())}}, nil
+}
+
+func (s *Studio) createDatabase(c echo.Context) error {
+	name := strings.TrimSpace(c.FormValue("name"))
+	sep := c.FormValue("separator")
+	if _, err := s.Catalog.Create(name, catalog.Options{Separator: sep}); err != nil {
+		return redirectFlash(c, "/studio/databases", err.Error(), true)
+	}
+	return redirectFlash(c, "/studio/databases", "Database "+name+" created.", false)
+}
+
+func (s *Studio) deleteDatabase(c echo.Context) error {
+	name, confirm := c.FormValue("name"), c.FormValue("confirm")
+	if name == "" || confirm != name {
+		return redirectFlash(c, "/studio/databases", "Type the database name exactly to delete it; nothing was deleted.", true)
+	}
+	if err := s.Catalog.Delete(name); err != nil {
+		return redirectFlash(c, "/studio/databases", err.Error(), true)
+	}
+	s.Activity.Forget(name)
+	return redirectFlash(c, "/studio/databases", "Database "+name+" deleted.", false)
+}
+
+func (s *Studio) dismissAlert(c echo.Context) error {
+	s.Alerts.Dismiss(c.FormValue("id"))
+	back := c.Request().Referer()
+	if u, err := url.Parse(back); err != nil || back == "" || u.Host != c.Request().Host {
+		back = "/studio/"
+	}
+	return c.Redirect(http.StatusSeeOther, back)
+}

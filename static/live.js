@@ -1,0 +1,59 @@
+// Rookery studio live updates: one websocket per page. The server pushes the
+// page's live regions as rendered HTML ({"fragments":[{"id","html"}]}), and
+// this script swaps each element with that id. Pages work without it; it only
+// keeps them current.
+(function () {
+  "use strict";
+  var path = document.body && document.body.getAttribute("data-live");
+  var status = document.querySelector("[data-testid=live-status]");
+  function setStatus(s) {
+    document.body.setAttribute("data-live-state", s);
+    if (status) status.textContent = s;
+  }
+  if (!path || !window.WebSocket) {
+    setStatus("static");
+    return;
+  }
+  var delay = 500;
+  var updates = 0;
+  function keepOpen(el, html) {
+    // Keep an open <details> open across a swap (menus, confirmations).
+    if (el.tagName === "DETAILS" && el.open) {
+      return html.replace(/^<details/, "<details open");
+    }
+    return html;
+  }
+  function apply(frag) {
+    var el = document.getElementById(frag.id);
+    if (!el) return;
+    // Don't replace a region while the user is typing in it.
+    if (el.contains(document.activeElement) && /INPUT|TEXTAREA|SELECT/.test(document.activeElement.tagName)) return;
+    el.outerHTML = keepOpen(el, frag.html);
+  }
+  function connect() {
+    var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + path;
+    var ws = new WebSocket(url);
+    setStatus("connecting");
+    ws.onopen = function () {
+      delay = 500;
+      setStatus("live");
+    };
+    ws.onmessage = function (ev) {
+      var msg;
+      try {
+        msg = JSON.parse(ev.data);
+      } catch (e) {
+        return;
+      }
+      (msg.fragments || []).forEach(apply);
+      updates++;
+      document.body.setAttribute("data-live-updates", String(updates));
+    };
+    ws.onclose = function () {
+      setStatus("reconnecting");
+      setTimeout(connect, delay);
+      delay = Math.min(delay * 2, 10000);
+    };
+  }
+  connect();
+})();

@@ -1,0 +1,54 @@
+// Shared helpers for the studio browser tests. Each spec file works in its
+// own uniquely named database, created and filled through the HTTP API the
+// clients use.
+"use strict";
+const path = require("node:path");
+const { expect } = require("@playwright/test");
+
+const base = () => process.env.ROOKERY_URL;
+
+async function api(method, pathAndQuery, body) {
+  const r = await fetch(base() + pathAndQuery, {
+    method,
+    headers: { "Content-Type": "application/json" },
+    body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+  });
+  const text = await r.text();
+  let json = null;
+  try {
+    json = text ? JSON.parse(text) : null;
+  } catch (e) {}
+  return { status: r.status, json, text };
+}
+
+function uniqueName(prefix) {
+  return prefix + "-" + Date.now().toString(36) + Math.floor(Math.random() * 1e4);
+}
+
+async function createDatabase(name, extra) {
+  const r = await api("PUT", "/admin/databases?name=" + name, { DatabaseName: name, ...(extra || {}) });
+  if (r.status !== 201) throw new Error("create database " + name + ": " + r.status + " " + r.text);
+}
+
+async function deleteDatabase(name) {
+  await api("DELETE", "/admin/databases", { DatabaseNames: [name], HardDelete: true });
+}
+
+// putDocs stores documents through bulk_docs: docs is [{id, body}].
+async function putDocs(db, docs) {
+  const commands = docs.map((d) => ({ Id: d.id, Type: "PUT", Document: d.body }));
+  const r = await api("POST", "/databases/" + db + "/bulk_docs", { Commands: commands });
+  if (r.status !== 201) throw new Error("bulk_docs: " + r.status + " " + r.text);
+  return r.json.Results;
+}
+
+// waitLive waits until the page's live websocket is open.
+async function waitLive(page) {
+  await expect(page.locator("body")).toHaveAttribute("data-live-state", "live");
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: path.join(__dirname, "..", "artifacts", name + ".png"), fullPage: true });
+}
+
+module.exports = { api, base, uniqueName, createDatabase, deleteDatabase, putDocs, waitLive, shot };

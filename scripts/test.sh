@@ -2,7 +2,8 @@
 # Runs every test of the project: formatting and vet checks, the Go tests
 # (unit, integration, durability, handler and benchmark-smoke tests, with the
 # race detector), a short run of each fuzz target, and the Node compatibility
-# suite that drives the official ravendb npm client against a fresh binary.
+# suite that drives the official ravendb npm client against a fresh binary,
+# and the studio's browser tests (Playwright in Debian's Chromium).
 #
 #   ./scripts/test.sh            # everything
 #   FUZZTIME=30s ./scripts/test.sh
@@ -19,6 +20,17 @@ if [ -n "$unformatted" ]; then
 fi
 echo "ok"
 
+step "templ output current"
+./scripts/templ.sh generate -path views >/dev/null
+if ! git diff --quiet -- views; then
+	echo "templ generate changed committed files (run ./scripts/templ.sh generate -path views and commit):"
+	git diff --stat -- views; exit 1
+fi
+if [ -n "$(git ls-files --others --exclude-standard -- views)" ]; then
+	echo "generated files not committed:"; git ls-files --others --exclude-standard -- views; exit 1
+fi
+echo "ok"
+
 step "go vet"
 go vet ./...
 
@@ -32,5 +44,8 @@ done
 
 step "npm client compatibility suite (ravendb 7.2.2)"
 bash compat/run.sh
+
+step "studio browser tests (Playwright, Chromium at ${CHROMIUM_PATH:-/usr/bin/chromium})"
+(cd playwright && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npx playwright test)
 
 step "all tests passed"

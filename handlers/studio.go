@@ -163,6 +163,12 @@ func (s *Studio) studioError(c echo.Context, db string, err error) error {
 	return render(c, status, ch, views.Message(title, err.Error()))
 }
 
+// NotFound renders the studio's page for an unknown path.
+func (s *Studio) NotFound(c echo.Context) error {
+	ch := s.chrome(c, "Page not found", "", "", "")
+	return render(c, http.StatusNotFound, ch, views.Message("Page not found", "There is no studio page at "+c.Request().URL.Path+"."))
+}
+
 // redirectFlash is POST-redirect-GET with a message shown on the next page.
 func redirectFlash(c echo.Context, to, flash string, isError bool) error {
 	u, _ := url.Parse(to)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -67,6 +68,14 @@ func ravenError(err error) (status int, typ, msg string) {
 func (s *Server) errorHandler(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
+	}
+	if strings.HasPrefix(c.Request().URL.Path, "/studio/") {
+		// People read these: a page, not a JSON envelope.
+		var he *echo.HTTPError
+		if errors.As(err, &he) && (he.Code == http.StatusNotFound || he.Code == http.StatusMethodNotAllowed) {
+			_ = s.studio.NotFound(c)
+			return
+		}
 	}
 	status, typ, msg := ravenError(err)
 	var de *dberr.Error

@@ -34,7 +34,10 @@ const (
 	cellRunes    = 60 // a grid value is cut to this many characters
 	titleRunes   = 400
 	scanMembers  = 32 // top-level members read per document to pick columns
-	maxFormJSON  = 16 << 20
+	// docsScanBudget bounds the ids a prefix page filtered by collection
+	// reads (see pageByIDIn).
+	docsScanBudget = views.DocsScanBudget
+	maxFormJSON    = 16 << 20
 )
 
 // registerDocuments adds the documents pages.
@@ -175,17 +178,18 @@ func docsGrid(ctx context.Context, db *storage.DB, dq docsQuery, canonical strin
 	}
 	var docs []*storage.Document
 	var err error
+	var more bool
+	var cursor string
 	if dq.prefix != "" {
-		docs, err = db.PageByID(ctx, dq.prefix, canonical, dq.after, docsPageSize+1)
+		docs, cursor, more, g.Partial, err = pageByIDIn(ctx, db, dq.prefix, canonical, dq.after, docsPageSize)
 	} else {
 		docs, err = db.PageByEtag(ctx, canonical, dq.before, docsPageSize+1)
+		if more = len(docs) > docsPageSize; more {
+			docs = docs[:docsPageSize]
+		}
 	}
 	if err != nil {
 		return g, err
-	}
-	more := len(docs) > docsPageSize
-	if more {
-		docs = docs[:docsPageSize]
 	}
 	base := url.Values{}
 	if canonical != "" {
@@ -202,16 +206,53 @@ func docsGrid(ctx context.Context, db *storage.DB, dq docsQuery, canonical strin
 		for k, v := range base {
 			next[k] = v
 		}
-		last := docs[len(docs)-1]
 		if dq.prefix != "" {
-			next.Set("after", last.ID)
+			next.Set("after", cursor)
 		} else {
-			next.Set("before", strconv.FormatInt(last.Etag, 10))
+			next.Set("before", strconv.FormatInt(docs[len(docs)-1].Etag, 10))
 		}
 		g.Next = views.DBURLQ(db.Name(), "documents", next)
 	}
 	g.Columns, g.Rows = docsGridRows(docs)
 	return g, nil
+}
+
+// pageByIDIn is keyset paging in id order over ids starting with prefix,
+// optionally within one collection. The collection is filtered here while
+// walking the id index, a bounded number of ids per page: asking SQLite for
+// both conditions lets it pick the collection index and sort the whole
+// collection. cursor is the id the next page starts after; partial says the
+// budget ran out before the page filled.
+func pageByIDIn(ctx context.Context, db *storage.DB, prefix, collection, after string, limit int) (docs []*storage.Document, cursor string, more, partial bool, err error) {
+	if collection == "" {
+		docs, err = db.PageByID(ctx, prefix, "", after, limit+1)
+		if err != nil || len(docs) <= limit {
+			return docs, "", false, false, err
+		}
+		docs = docs[:limit]
+		return docs, docs[limit-1].ID, true, false, nil
+	}
+	const chunk = 100
+	for scanned := 0; scanned < docsScanBudget; {
+		batch, err := db.PageByID(ctx, prefix, "", after, chunk)
+		if err != nil {
+			return nil, "", false, false, err
+		}
+		for _, d := range batch {
+			scanned++
+			if strings.EqualFold(d.Collection, collection) {
+				if len(docs) == limit {
+					return docs, docs[limit-1].ID, true, false, nil
+				}
+				docs = append(docs, d)
+			}
+			after = d.ID
+		}
+		if len(batch) < chunk {
+			return docs, "", false, false, nil
+		}
+	}
+	return docs, after, true, true, nil
 }
 
 // docMember is one top-level member of a stored body.
@@ -283,7 +324,7 @@ func docsGridRows(docs []*storage.Document) ([]string, []views.DocRow) {
 		for _, col := range cols {
 			v, ok := ps[i].byName[col]
 			if !ok {
-				r.Cells = append(r.Cells, views.DocCell{})
+				r.Cells = append(r.Cells, views.DocCell{Kind: "missing"})
 				continue
 			}
 			r.Cells = append(r.Cells, docCell(v))

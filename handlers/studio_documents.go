@@ -37,7 +37,6 @@ const (
 	// docsScanBudget bounds the ids a prefix page filtered by collection
 	// reads (see pageByIDIn).
 	docsScanBudget = views.DocsScanBudget
-	maxFormJSON    = 16 << 20
 )
 
 // registerDocuments adds the documents pages.
@@ -477,13 +476,14 @@ func (s *Studio) docPage(c echo.Context) error {
 	return render(c, http.StatusOK, s.chrome(c, d.ID+" · Documents", db.Name(), views.NavDocuments, ""), views.DocumentPage(p))
 }
 
-// docFormJSON reads the editor's text.
-func docFormJSON(c echo.Context) (string, error) {
-	text := c.FormValue("json")
-	if len(text) > maxFormJSON {
-		return text, dberr.New(dberr.BadRequest, "The document is larger than %d MiB; use the API for documents this large.", maxFormJSON>>20)
+// readDocForm parses a posted form before any field is read: Go reads at
+// most 10 MB of a url-encoded body and, when a body is larger, every field
+// reads as empty, which must not look like an empty document.
+func (s *Studio) readDocForm(c echo.Context, db string) error {
+	if err := c.Request().ParseForm(); err != nil {
+		return s.studioError(c, db, dberr.New(dberr.BadRequest, "The form could not be read (%v); nothing was saved. Documents larger than 10 MB need the API.", err))
 	}
-	return text, nil
+	return nil
 }
 
 // parseDocText parses the editor's text into a document.
@@ -505,13 +505,15 @@ func (s *Studio) saveDoc(c echo.Context) error {
 	if err != nil {
 		return s.studioError(c, "", err)
 	}
+	if err := s.readDocForm(c, db.Name()); err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
-	id, cv := c.FormValue("id"), c.FormValue("changeVector")
-	text, err := docFormJSON(c)
+	id, cv, text := c.FormValue("id"), c.FormValue("changeVector"), c.FormValue("json")
 	if id == "" {
 		return s.studioError(c, db.Name(), dberr.New(dberr.BadRequest, "Which document? The form has no id."))
 	}
-	if err == nil && cv == "" {
+	if cv == "" {
 		// The editor always carries the version it was opened with; without
 		// it a save could silently overwrite someone else's change.
 		err = dberr.New(dberr.BadRequest, "The form does not say which version of the document it edits; reload the document and edit again.")
@@ -562,6 +564,9 @@ func (s *Studio) deleteDoc(c echo.Context) error {
 	db, err := s.studioDB(c)
 	if err != nil {
 		return s.studioError(c, "", err)
+	}
+	if err := s.readDocForm(c, db.Name()); err != nil {
+		return err
 	}
 	id, cv := c.FormValue("id"), c.FormValue("changeVector")
 	if id == "" {
@@ -622,13 +627,12 @@ func (s *Studio) createDoc(c echo.Context) error {
 	if err != nil {
 		return s.studioError(c, "", err)
 	}
-	id := strings.TrimSpace(c.FormValue("id"))
-	text, err := docFormJSON(c)
-	p := views.NewDocPage{DB: db.Name(), ID: id, JSON: text, Separator: db.Separator()}
-	var parsed document.Parsed
-	if err == nil {
-		parsed, err = parseDocText(text)
+	if err := s.readDocForm(c, db.Name()); err != nil {
+		return err
 	}
+	id, text := strings.TrimSpace(c.FormValue("id")), c.FormValue("json")
+	p := views.NewDocPage{DB: db.Name(), ID: id, JSON: text, Separator: db.Separator()}
+	parsed, err := parseDocText(text)
 	var res []batch.Result
 	if err == nil {
 		mustBeNew := ""

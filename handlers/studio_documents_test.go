@@ -327,6 +327,8 @@ func TestStudioDocumentEditDeleteCreate(t *testing.T) {
 		{name: "new: identity never overwrites", do: newDoc("notes|", `{"@metadata":{"@collection":"Notes"}}`), status: 303, location: "/studio/db/db/doc?flash=Created+notes%2F2."},
 		{name: "new: server-made id", do: newDoc("notes/", `{"@metadata":{"@collection":"Notes"}}`), status: 303, location: "/studio/db/db/doc?flash=Created+notes%2F000000000000000"},
 		{name: "new: guid", do: newDoc("", `{}`), status: 303, location: "/studio/db/db/doc?flash=Created+"},
+		{name: "form over 10 MB", do: save("users/1-A", cv, `{"a":"`+strings.Repeat("x", 11<<20)+`"}`, nil), status: 400,
+			contains: []string{`data-testid="message"`, `Documents larger than 10 MB need the API`}},
 		{name: "new: oversize id", do: newDoc(strings.Repeat("x", 600), `{}`), status: 400, contains: []string{`the limit is 512`}},
 		{name: "notes listed", do: func() *httptest.ResponseRecorder { return get(t, h, "/studio/db/db/documents?collection=Notes") }, status: 200,
 			contains: []string{`data-id="notes/1"`, `data-id="notes/2"`, `3 documents`}},

@@ -113,6 +113,6 @@ func TestStudioStatsPage(t *testing.T) {
 	}
 	// The once-a-second sampler feeds the sparkline: a polyline appears.
 	pollPage(t, h, "/studio/db/st/stats", 5*time.Second, func(b string) bool {
-		return strings.Contains(b, `<polyline points="`)
+		return strings.Contains(b, `<polyline transform="translate(`) && strings.Contains(b, `points="`)
 	})
 }

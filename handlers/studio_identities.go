@@ -245,7 +245,13 @@ func (s *Studio) seedIdentity(c echo.Context) error {
 	if err != nil {
 		return back("The identity was not set: " + err.Error())
 	}
-	next := ids.IdentityID(strings.TrimSuffix(prefix, "|")+"|", db.Separator(), value+1)
+	base := strings.TrimSuffix(prefix, "|") + "|"
+	next := ids.IdentityID(base, db.Separator(), value+1)
+	if value < 1<<63-1 {
+		if v, err := nextIdentity(c.Request().Context(), db, base, value); err == nil {
+			next = ids.IdentityID(base, db.Separator(), v)
+		}
+	}
 	msg := fmt.Sprintf("%s set to %d (was %d); next document: %s.", name, value, before, next)
 	return redirectFlash(c, page, msg, false)
 }

@@ -119,7 +119,7 @@ func TestStudioIdentitiesPage(t *testing.T) {
 		{"raise", seedForm("orders", "100", false), nil, 303, "flash=orders%7C+set+to+100+%28was+3%29%3B+next+document%3A+orders%2F101.", map[string]string{"orders|": "100"}},
 		{"lower without confirmation is refused", seedForm("orders|", "5", false), nil, 303, "error=orders%7C+is+at+100%3B+5+would+lower+it", map[string]string{"orders|": "100"}},
 		{"refusal keeps the form filled", seedForm("orders|", "5", false), nil, 303, "seedPrefix=orders%7C&seedValue=5", map[string]string{"orders|": "100"}},
-		{"lower with confirmation", seedForm("orders|", "1", true), nil, 303, "flash=orders%7C+set+to+1+%28was+100%29", map[string]string{"orders|": "1"}},
+		{"lower with confirmation", seedForm("orders|", "1", true), nil, 303, "flash=orders%7C+set+to+1+%28was+100%29%3B+next+document%3A+orders%2F4.", map[string]string{"orders|": "1"}},
 		{"new identity", seedForm("Invoices", "9", false), nil, 303, "flash=invoices%7C+set+to+9", map[string]string{"invoices|": "9"}},
 		{"same value needs no confirmation", seedForm("invoices", "9", false), nil, 303, "flash=", map[string]string{"invoices|": "9"}},
 		{"bad value", seedForm("zeta", "ten", false), nil, 303, "error=The+value+must+be+a+whole+number", map[string]string{"zeta|": "7"}},

@@ -739,7 +739,7 @@ func SeedFormCard(d IdentitiesData) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 55, "\"><div class=\"row-form\"><label for=\"seed-prefix\">Prefix</label> <input id=\"seed-prefix\" name=\"prefix\" required maxlength=\"480\" autocomplete=\"off\" list=\"identity-names\" placeholder=\"orders|\" value=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 55, "\"><div class=\"row-form\"><label for=\"seed-prefix\">Identity prefix</label> <input id=\"seed-prefix\" name=\"prefix\" required maxlength=\"480\" autocomplete=\"off\" list=\"identity-names\" placeholder=\"orders|\" value=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -752,7 +752,7 @@ func SeedFormCard(d IdentitiesData) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 56, "\" data-testid=\"seed-prefix\"> <label for=\"seed-value\">Value</label> <input id=\"seed-value\" name=\"value\" type=\"number\" required min=\"0\" step=\"1\" inputmode=\"numeric\" value=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 56, "\" data-testid=\"seed-prefix\"> <label for=\"seed-value\">New value</label> <input id=\"seed-value\" name=\"value\" type=\"number\" required min=\"0\" step=\"1\" inputmode=\"numeric\" value=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

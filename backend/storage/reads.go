@@ -199,7 +199,9 @@ func (db *DB) PageByID(ctx context.Context, prefix, collection, after string, li
 		if !ok {
 			return nil, nil
 		}
-		q += ` AND collection = ?`
+		// Unary + keeps SQLite on the id index: using the collection index
+		// would sort the whole collection by id.
+		q += ` AND +collection = ?`
 		args = append(args, name)
 	}
 	q += ` ORDER BY key LIMIT ?`

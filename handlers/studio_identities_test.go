@@ -1,6 +1,9 @@
 package handlers_test
 
 import (
+	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -8,6 +11,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rookerydb/rookery/backend/activity"
+	"github.com/rookerydb/rookery/backend/alerts"
+	"github.com/rookerydb/rookery/backend/catalog"
+	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/ids"
+	"github.com/rookerydb/rookery/backend/storage"
+	"github.com/rookerydb/rookery/handlers"
 )
 
 // identityValues is the prefix → value list of an Identities page, in
@@ -216,4 +229,176 @@ func TestStudioIdentityAudit(t *testing.T) {
 	pollPage(t, h, "/studio/", 5*time.Second, hasAlert)
 	check(t, h, []step{{name: "drop", method: "DELETE", url: "/admin/databases", body: `{"DatabaseNames":["aud"],"HardDelete":true}`, status: 200}})
 	pollPage(t, h, "/studio/", 5*time.Second, func(b string) bool { return !hasAlert(b) })
+}
+
+// bareStudio is a Studio on its own catalog, without the node's ticker, so
+// a test decides when Tick runs.
+func bareStudio(t *testing.T) (*handlers.Studio, *catalog.Catalog, *echo.Echo) {
+	t.Helper()
+	cat, err := catalog.Open(t.TempDir(), "A", slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	s := &handlers.Studio{Catalog: cat, Activity: activity.New(), Alerts: alerts.New(), NodeTag: "A", URL: func() string { return "http://a.test" }}
+	e := echo.New()
+	s.Register(e)
+	return s, cat, e
+}
+
+func putIDs(t *testing.T, db *storage.DB, idList ...string) {
+	t.Helper()
+	err := db.Write(context.Background(), func(tx *storage.Tx) error {
+		for _, id := range idList {
+			p, err := document.Parse([]byte(`{"@metadata":{"@collection":"Things"}}`))
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Put(id, p, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func seedTo(t *testing.T, db *storage.DB, name string, v int64) {
+	t.Helper()
+	if err := db.Write(context.Background(), func(tx *storage.Tx) error { _, err := (ids.Local{}).Seed(tx, name, v, true); return err }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Tick, step by step: raise for a colliding counter, one alert per key,
+// quiet after a dismissal, clear when safe, clear when the database goes.
+func TestStudioAuditTick(t *testing.T) {
+	s, cat, _ := bareStudio(t)
+	ctx := context.Background()
+	db, err := cat.Create("shop", catalog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dash, err := cat.Create("dash", catalog.Options{Separator: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putIDs(t, db, "orders/1", "orders/2", "orders/3", "orders/50-A", "companies/4")
+	putIDs(t, dash, "orders-9")
+	seedTo(t, db, "companies|", 4)
+	seedTo(t, dash, "orders|", 2)
+	keys := func() map[string]alerts.Alert {
+		out := map[string]alerts.Alert{}
+		for _, a := range s.Alerts.List() {
+			out[a.Key] = a
+		}
+		return out
+	}
+	steps := []struct {
+		name string
+		act  func()
+		want []string // alert keys after the tick
+	}{
+		{"a counter below orders/3 (no counter yet is 0)", func() { seedTo(t, db, "orders|", 0) }, []string{"identity:dash:orders|", "identity:shop:orders|"}},
+		{"the same condition: still one alert each", func() {}, []string{"identity:dash:orders|", "identity:shop:orders|"}},
+		{"dismissed: stays quiet while it holds", func() {
+			s.Alerts.Dismiss(keys()["identity:shop:orders|"].ID)
+		}, []string{"identity:dash:orders|"}},
+		{"safe again: cleared", func() { seedTo(t, db, "orders|", 3) }, []string{"identity:dash:orders|"}},
+		{"colliding again after being safe: raised again", func() { seedTo(t, db, "orders|", 1) }, []string{"identity:dash:orders|", "identity:shop:orders|"}},
+		{"raised past the documents", func() { seedTo(t, db, "orders|", 3) }, []string{"identity:dash:orders|"}},
+		{"a database that goes away takes its alerts", func() {
+			if err := cat.Delete("dash"); err != nil {
+				t.Fatal(err)
+			}
+		}, nil},
+	}
+	for _, st := range steps {
+		st.act()
+		s.Tick(ctx)
+		got := keys()
+		if len(got) != len(st.want) {
+			t.Fatalf("%s: alerts %v, want %v", st.name, got, st.want)
+		}
+		for _, k := range st.want {
+			a, ok := got[k]
+			if !ok {
+				t.Fatalf("%s: no alert %s in %v", st.name, k, got)
+			}
+			if a.Level != alerts.Warning || a.Database == "" || a.Title == "" || a.Message == "" {
+				t.Fatalf("%s: alert %+v", st.name, a)
+			}
+		}
+	}
+	seedTo(t, db, "orders|", 1)
+	s.Tick(ctx)
+	a := keys()["identity:shop:orders|"]
+	if a.Database != "shop" || a.Title != "Identity orders| would collide" || !strings.Contains(a.Message, "The counter is 1 but orders/3 exists") {
+		t.Fatalf("alert text %+v", a)
+	}
+}
+
+func TestStudioLiveRegions(t *testing.T) {
+	s, cat, _ := bareStudio(t)
+	db, err := cat.Create("lv", catalog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putIDs(t, db, "orders/1")
+	seedTo(t, db, "orders|", 1)
+	if err := db.Write(context.Background(), func(tx *storage.Tx) error {
+		_, err := ids.NextRange(tx, "users", 0, "", "", 0)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, writes := range []int64{0, 7, 12} { // the node's sampler: 7/s, then 5/s
+		s.Activity.Sample("lv", writes)
+	}
+	cases := []struct {
+		page  string
+		q     url.Values
+		ticks bool
+		want  map[string][]string // fragment id → contents
+	}{
+		{"hilo", url.Values{"db": {"lv"}}, false, map[string][]string{"hilo-body": {`data-tag="users"`, `data-testid="hilo-max">32<`}}},
+		{"identities", url.Values{"db": {"lv"}, "sort": {"value"}, "dir": {"desc"}, "q": {"ord"}}, false, map[string][]string{"identities-table": {`data-prefix="orders|"`, `aria-sort="descending"`}}},
+		{"stats", url.Values{"db": {"lv"}}, true, map[string][]string{"stats-body": {`data-testid="stats-docs">2<`, `data-testid="stats-rate">5.0<`, `data-testid="stats-peak">7.0<`, `data-samples="3"`, `<polyline`}}},
+	}
+	for _, c := range cases {
+		t.Run(c.page, func(t *testing.T) {
+			if s.WantsTicks(c.page) != c.ticks {
+				t.Fatalf("WantsTicks = %v", !c.ticks)
+			}
+			frags, err := s.LiveFragments(context.Background(), c.page, c.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, f := range frags {
+				var b strings.Builder
+				if err := f.C.Render(context.Background(), &b); err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(b.String(), `id="`+f.ID+`"`) {
+					t.Fatalf("fragment %s does not carry its id", f.ID)
+				}
+				got[f.ID] = b.String()
+			}
+			for id, wants := range c.want {
+				for _, w := range wants {
+					if !strings.Contains(got[id], w) {
+						t.Fatalf("fragment %s lacks %q: %s", id, w, got[id])
+					}
+				}
+			}
+			// A database that is gone refreshes only the alerts.
+			frags, _ = s.LiveFragments(context.Background(), c.page, url.Values{"db": {"gone"}})
+			if len(frags) != 1 || frags[0].ID != "alerts-area" {
+				t.Fatalf("unknown database: %d fragments", len(frags))
+			}
+		})
+	}
 }

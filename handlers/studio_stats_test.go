@@ -1,16 +1,22 @@
 package handlers_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rookerydb/rookery/backend/catalog"
+	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/ids"
+	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/views"
 	"github.com/rookerydb/rookery/web"
 )
@@ -115,4 +121,102 @@ func TestStudioStatsPage(t *testing.T) {
 	pollPage(t, h, "/studio/db/st/stats", 5*time.Second, func(b string) bool {
 		return strings.Contains(b, `<polyline transform="translate(`) && strings.Contains(b, `points="`)
 	})
+}
+
+// The three pages read in-memory figures (and at most a few point reads),
+// so they stay far under 50 ms however many documents there are. 40k
+// documents by default; ROOKERY_STUDIO_BIG=1 runs it with 1M.
+func TestStudioHiLoIdentitiesStatsAreFast(t *testing.T) {
+	n := 40_000
+	if testing.Short() {
+		n = 4_000
+	}
+	if os.Getenv("ROOKERY_STUDIO_BIG") != "" {
+		n = 1_000_000
+	}
+	s, cat, e := bareStudio(t)
+	db, err := cat.Create("big", catalog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	users, _ := document.Parse([]byte(`{"name":"u","@metadata":{"@collection":"Users"}}`))
+	orders, _ := document.Parse([]byte(`{"total":1,"@metadata":{"@collection":"Orders"}}`))
+	const batch = 10_000
+	for start := 0; start < n; start += batch {
+		err := db.Write(ctx, func(tx *storage.Tx) error {
+			for i := start; i < min(start+batch, n); i++ {
+				id, p := fmt.Sprintf("users/%d-A", i+1), users
+				if i%2 == 1 {
+					id, p = fmt.Sprintf("orders/%d", (i+1)/2), orders // orders/1 … orders/n/2
+				}
+				if _, err := tx.Put(id, p, nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = db.Write(ctx, func(tx *storage.Tx) error {
+		for i := range 200 { // identities, HiLo documents
+			if _, err := (ids.Local{}).Seed(tx, fmt.Sprintf("col%03d|", i), int64(i), true); err != nil {
+				return err
+			}
+			if _, err := ids.NextRange(tx, fmt.Sprintf("col%03d", i), 0, "", "", 0); err != nil {
+				return err
+			}
+		}
+		if _, err := (ids.Local{}).Seed(tx, "orders|", 10, true); err != nil { // collides: the page probes
+			return err
+		}
+		_, err := ids.NextRange(tx, "users", 0, "", "", int64(n))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		s.Activity.Sample("big", int64(i*100))
+	}
+	s.Tick(ctx) // the audit over 201 identities
+	if len(s.Alerts.List()) != 1 {
+		t.Fatalf("alerts %v", s.Alerts.List())
+	}
+	urls := []string{
+		"/studio/db/big/hilo",
+		"/studio/db/big/identities",
+		"/studio/db/big/identities?sort=value&dir=desc&q=col",
+		"/studio/db/big/identities?seedPrefix=orders&seedValue=3",
+		"/studio/db/big/stats",
+	}
+	for _, u := range urls {
+		get(t, e, u) // warm the read pool
+		best := time.Hour
+		for range 5 {
+			start := time.Now()
+			rec := get(t, e, u)
+			best = min(best, time.Since(start))
+			if rec.Code != 200 {
+				t.Fatalf("%s: %d", u, rec.Code)
+			}
+		}
+		if best > 50*time.Millisecond {
+			t.Fatalf("%s took %v", u, best)
+		}
+		t.Logf("%s: %v (%d documents)", u, best, n)
+	}
+	start := time.Now()
+	s.Tick(ctx)
+	if d := time.Since(start); d > 50*time.Millisecond {
+		t.Fatalf("audit tick took %v", d)
+	} else {
+		t.Logf("audit tick: %v", d)
+	}
+	body := get(t, e, "/studio/db/big/identities?q=orders").Body.String()
+	if want := fmt.Sprintf(`data-testid="identity-next-free">%d<`, n/2+1); !strings.Contains(body, want) {
+		t.Fatalf("next free value: want %s in the page", want)
+	}
 }

@@ -145,10 +145,12 @@ func (s *Server) watch() {
 		}
 		if ev.Type == "deleted" {
 			s.activity.Forget(ev.Name)
+			s.alerts.ClearDatabase(ev.Name)
 		}
 		s.hub.Notify("")
 	})
 	s.alerts.OnChange(func() { s.hub.Notify("") })
+	s.activity.OnHiLo(s.hub.Notify)
 	s.stop, s.stopped = make(chan struct{}), make(chan struct{})
 	go s.tick()
 }

@@ -42,7 +42,14 @@ type dbActivity struct {
 type Tracker struct {
 	mu  sync.Mutex
 	dbs map[string]*dbActivity // by lower-cased database name
+
+	onHiLo func(db string)
 }
+
+// OnHiLo registers fn to run after a HiLo call is recorded (the studio's
+// HiLo page refreshes then: the range document commits before the call is
+// recorded). Set it before use.
+func (t *Tracker) OnHiLo(fn func(db string)) { t.onHiLo = fn }
 
 // New makes an empty tracker.
 func New() *Tracker { return &Tracker{dbs: map[string]*dbActivity{}} }
@@ -101,14 +108,17 @@ func (t *Tracker) Series(db string, n int) []float64 {
 // RecordHiLo adds a HiLo call to the database's ring.
 func (t *Tracker) RecordHiLo(db string, c HiLoCall) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	a := t.get(db)
 	if len(a.hilo) < HiLoRingSize {
 		a.hilo = append(a.hilo, c)
-		return
+	} else {
+		a.hilo[a.hiloNext] = c
+		a.hiloNext = (a.hiloNext + 1) % HiLoRingSize
 	}
-	a.hilo[a.hiloNext] = c
-	a.hiloNext = (a.hiloNext + 1) % HiLoRingSize
+	t.mu.Unlock()
+	if t.onHiLo != nil {
+		t.onHiLo(db)
+	}
 }
 
 // HiLoCalls returns the recent calls for tag ("" for every tag), newest first.

@@ -7,6 +7,7 @@ package alerts
 import (
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -40,14 +41,14 @@ type Store struct {
 	byID     map[string]*Alert
 	byKey    map[string]string
 	onChange []func()
-	// dismissed keys are remembered so that a condition that is still true
-	// does not pop up again until it was cleared.
-	dismissed map[string]bool
+	// dismissed keys are remembered (with their database) so that a
+	// condition that is still true does not pop up again until it was cleared.
+	dismissed map[string]string
 }
 
 // New makes an empty store.
 func New() *Store {
-	return &Store{byID: map[string]*Alert{}, byKey: map[string]string{}, dismissed: map[string]bool{}}
+	return &Store{byID: map[string]*Alert{}, byKey: map[string]string{}, dismissed: map[string]string{}}
 }
 
 // OnChange registers fn to run (without locks held) after every change.
@@ -70,7 +71,7 @@ func (s *Store) changed() {
 // was dismissed stays quiet until Clear is called for it.
 func (s *Store) Raise(a Alert) {
 	s.mu.Lock()
-	if a.Key != "" && s.dismissed[a.Key] {
+	if _, quiet := s.dismissed[a.Key]; a.Key != "" && quiet {
 		s.mu.Unlock()
 		return
 	}
@@ -115,6 +116,30 @@ func (s *Store) Clear(key string) {
 	}
 }
 
+// ClearDatabase removes every alert of a database and forgets its
+// dismissals (the database was deleted; a new one of the same name starts
+// clean).
+func (s *Store) ClearDatabase(db string) {
+	s.mu.Lock()
+	n := 0
+	for id, a := range s.byID {
+		if strings.EqualFold(a.Database, db) {
+			delete(s.byID, id)
+			delete(s.byKey, a.Key)
+			n++
+		}
+	}
+	for k, d := range s.dismissed {
+		if strings.EqualFold(d, db) {
+			delete(s.dismissed, k)
+		}
+	}
+	s.mu.Unlock()
+	if n > 0 {
+		s.changed()
+	}
+}
+
 // Dismiss removes an alert by id; it reports whether it existed.
 func (s *Store) Dismiss(id string) bool {
 	s.mu.Lock()
@@ -123,7 +148,7 @@ func (s *Store) Dismiss(id string) bool {
 		delete(s.byID, id)
 		if a.Key != "" {
 			delete(s.byKey, a.Key)
-			s.dismissed[a.Key] = true
+			s.dismissed[a.Key] = a.Database
 		}
 	}
 	s.mu.Unlock()

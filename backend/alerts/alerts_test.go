@@ -30,3 +30,24 @@ func TestRaiseDismissClear(t *testing.T) {
 		t.Fatal("a cleared key must be raisable again")
 	}
 }
+
+func TestClearDatabase(t *testing.T) {
+	s := New()
+	s.Raise(Alert{Key: "identity:shop:a|", Database: "shop", Message: "x"})
+	s.Raise(Alert{Key: "identity:shop:b|", Database: "shop", Message: "y"})
+	s.Raise(Alert{Key: "identity:other:a|", Database: "other", Message: "z"})
+	for _, a := range s.List() {
+		if a.Key == "identity:shop:a|" {
+			s.Dismiss(a.ID) // one of the database's alerts was dismissed
+		}
+	}
+	s.ClearDatabase("SHOP")
+	if s.Count() != 1 || s.List()[0].Database != "other" {
+		t.Fatalf("left %+v", s.List())
+	}
+	s.Raise(Alert{Key: "identity:shop:a|", Database: "shop", Message: "x"})
+	s.Raise(Alert{Key: "identity:shop:b|", Database: "shop", Message: "y"})
+	if s.Count() != 3 {
+		t.Fatal("a re-created database must be able to raise its alerts again")
+	}
+}

@@ -81,8 +81,8 @@ type DB struct {
 	lastEtag    int64
 	cv          changevector.Vector
 	cvText      string
-	collections map[string]*Collection // by lower-cased name
-	idNumbers   map[string]*IDNumbers  // by prefix + suffix
+	collections map[string]*Collection           // by lower-cased name
+	idNumbers   map[string]map[string]*IDNumbers // by prefix, then suffix
 	lastWrite   time.Time
 	writes      atomic.Int64 // documents written since open
 
@@ -164,7 +164,7 @@ func Open(path string, opts Options) (*DB, error) {
 		reqs:        make(chan *writeReq, 1024),
 		done:        make(chan struct{}),
 		collections: map[string]*Collection{},
-		idNumbers:   map[string]*IDNumbers{},
+		idNumbers:   map[string]map[string]*IDNumbers{},
 	}
 	if err := db.load(opts); err != nil {
 		w.Close()
@@ -251,12 +251,12 @@ func (db *DB) load(opts Options) error {
 	}
 	for irows.Next() {
 		var key string
-		v := &IDNumbers{}
-		if err := irows.Scan(&key, &v.Prefix, &v.Suffix, &v.Docs, &v.MaxN); err != nil {
+		var r IDNumbers
+		if err := irows.Scan(&key, &r.Prefix, &r.Suffix, &r.Docs, &r.MaxN); err != nil {
 			irows.Close()
 			return err
 		}
-		db.idNumbers[key] = v
+		*db.idShape(r.Prefix, r.Suffix) = r
 	}
 	irows.Close()
 	crows, err := db.writer.Query(`SELECT key, name, docs, tombstones FROM collections`)
@@ -458,12 +458,8 @@ func (db *DB) runBatch(batch []*writeReq) {
 		c.Docs += d.Docs
 		c.Tombstones += d.Tombstones
 	}
-	for key, d := range tx.idDeltas {
-		v := db.idNumbers[key]
-		if v == nil {
-			v = &IDNumbers{Prefix: d.Prefix, Suffix: d.Suffix}
-			db.idNumbers[key] = v
-		}
+	for _, d := range tx.idDeltas {
+		v := db.idShape(d.Prefix, d.Suffix)
 		v.Docs += d.Docs
 		v.MaxN = max(v.MaxN, d.MaxN)
 	}

@@ -72,10 +72,31 @@ func (db *DB) IDNumbers(prefix string) []IDNumbers {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	var out []IDNumbers
-	for _, v := range db.idNumbers {
-		if prefix == "" || v.Prefix == prefix {
+	if prefix != "" {
+		for _, v := range db.idNumbers[prefix] {
+			out = append(out, *v)
+		}
+		return out
+	}
+	for _, shapes := range db.idNumbers {
+		for _, v := range shapes {
 			out = append(out, *v)
 		}
 	}
 	return out
+}
+
+// idShape returns the figures of one shape, creating them.
+func (db *DB) idShape(prefix, suffix string) *IDNumbers {
+	shapes := db.idNumbers[prefix]
+	if shapes == nil {
+		shapes = map[string]*IDNumbers{}
+		db.idNumbers[prefix] = shapes
+	}
+	v := shapes[suffix]
+	if v == nil {
+		v = &IDNumbers{Prefix: prefix, Suffix: suffix}
+		shapes[suffix] = v
+	}
+	return v
 }

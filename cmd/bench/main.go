@@ -51,6 +51,7 @@ type config struct {
 	identSingle int   // identity ids taken one request each
 	identBatch  int   // identity ids taken in batches
 	probeNs     []int // existing-document counts for the probe measurement
+	studioDocs  int   // documents in the collection behind the studio pages (0 skips)
 	dir         string
 }
 
@@ -64,6 +65,7 @@ func main() {
 	flag.IntVar(&c.identSingle, "identity-single", 2000, "identity ids taken one request each")
 	flag.IntVar(&c.identBatch, "identity-batched", 20_000, "identity ids taken 100 per batch")
 	probes := flag.String("probe-n", "1000,100000,1000000", "existing-document counts for the probe measurement")
+	flag.IntVar(&c.studioDocs, "studio-docs", 1_000_000, "documents in one collection for the studio page timings (0 skips them)")
 	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	flag.Parse()
@@ -87,6 +89,7 @@ func main() {
 			"identity-single":  func() { c.identSingle = 200 },
 			"identity-batched": func() { c.identBatch = 2000 },
 			"probe-n":          func() { *probes = "1000,10000" },
+			"studio-docs":      func() { c.studioDocs = 20_000 },
 		}
 		for name, apply := range quickDefaults {
 			if !set[name] {
@@ -160,6 +163,13 @@ func run(c config, out io.Writer) error {
 	fmt.Fprintf(out, "\n## Identities over HTTP\n")
 	if err := identities(out, url, c.identSingle, c.identBatch); err != nil {
 		return err
+	}
+
+	if c.studioDocs > 0 {
+		fmt.Fprintf(out, "\n## Studio pages, server-side render with %d documents in one collection (30 requests each)\n", c.studioDocs)
+		if err := studioPages(out, c.dir, c.studioDocs, 30); err != nil {
+			return err
+		}
 	}
 
 	fmt.Fprintf(out, "\n## Next free identity over N existing documents (prefix/1..prefix/N, counter at 0)\n")

@@ -13,6 +13,7 @@ import (
 	"github.com/rookerydb/rookery/backend/activity"
 	"github.com/rookerydb/rookery/backend/alerts"
 	"github.com/rookerydb/rookery/backend/catalog"
+	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
@@ -31,6 +32,8 @@ type Studio struct {
 	NodeTag    string
 	URL        func() string
 	Identities ids.Local
+	// Cluster is the node's Raft view; nil until the cluster is wired.
+	Cluster *cluster.Cluster
 
 	live  map[string]LiveFunc
 	ticks map[string]bool
@@ -65,6 +68,7 @@ func (s *Studio) Register(e *echo.Echo) {
 	g.POST("/databases", s.createDatabase)
 	g.POST("/databases/delete", s.deleteDatabase)
 	g.POST("/alerts/dismiss", s.dismissAlert)
+	s.registerCluster(g)
 	s.addLive("dashboard", s.dashboardLive, true)
 	s.addLive("databases", s.databasesLive, true)
 

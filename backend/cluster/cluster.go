@@ -1,0 +1,418 @@
+// Package cluster is the cluster-wide state of Rookery on hashicorp/raft:
+// which nodes exist, which databases live on which nodes, and every
+// identity counter. Documents are not in Raft; see DESIGN.md.
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/rookerydb/rookery/backend/dberr"
+)
+
+// Config starts a node's Raft.
+type Config struct {
+	NodeTag  string
+	RaftAddr string // host:port the Raft transport binds and advertises
+	URL      string // this node's HTTP URL, for the node list
+	Dir      string // log store and snapshots
+	// Bootstrap makes a one-node cluster when there is no existing state.
+	// A node that joins another one starts without it.
+	Bootstrap bool
+	Logger    *slog.Logger
+	// ApplyTimeout bounds how long a write waits for a quorum (2 s when 0).
+	ApplyTimeout time.Duration
+	// Forward sends a command to the leader's HTTP endpoint when this node
+	// is not the leader; it returns the encoded Result.
+	Forward func(ctx context.Context, leaderURL string, cmd []byte) ([]byte, error)
+	// Timing, for tests; zero picks the defaults documented in DESIGN.md.
+	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
+}
+
+// Cluster is this node's view of the cluster.
+type Cluster struct {
+	cfg       Config
+	log       *slog.Logger
+	raft      *raft.Raft
+	fsm       *fsm
+	transport *raft.NetworkTransport
+	store     *raftboltdb.BoltStore
+
+	hooksMu sync.Mutex
+	hooks   []func()
+}
+
+// Open starts Raft on this node.
+func Open(cfg Config) (*Cluster, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ApplyTimeout == 0 {
+		cfg.ApplyTimeout = 2 * time.Second
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, log: cfg.Logger}
+	c.fsm = &fsm{st: newState(), onChange: c.changed}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeTag)
+	// Loopback and LAN timings: a dead leader is replaced in 1–2 s.
+	rc.HeartbeatTimeout = orDefault(cfg.HeartbeatTimeout, 500*time.Millisecond)
+	rc.ElectionTimeout = orDefault(cfg.ElectionTimeout, 500*time.Millisecond)
+	rc.LeaderLeaseTimeout = orDefault(cfg.LeaderLeaseTimeout, 250*time.Millisecond)
+	rc.CommitTimeout = 20 * time.Millisecond
+	rc.SnapshotThreshold = 4096
+	rc.SnapshotInterval = 30 * time.Second
+	rc.TrailingLogs = 2048
+	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr})
+
+	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("raft address %q: %w", cfg.RaftAddr, err)
+	}
+	c.transport, err = raft.NewTCPTransport(cfg.RaftAddr, addr, 4, 5*time.Second, io.Discard)
+	if err != nil {
+		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+	c.store, err = raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
+	if err != nil {
+		c.transport.Close()
+		return nil, err
+	}
+	snaps, err := raft.NewFileSnapshotStore(cfg.Dir, 2, io.Discard)
+	if err != nil {
+		c.closeStores()
+		return nil, err
+	}
+	existing, err := raft.HasExistingState(c.store, c.store, snaps)
+	if err != nil {
+		c.closeStores()
+		return nil, err
+	}
+	c.raft, err = raft.NewRaft(rc, c.fsm, c.store, c.store, snaps, c.transport)
+	if err != nil {
+		c.closeStores()
+		return nil, err
+	}
+	if !existing && cfg.Bootstrap {
+		conf := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: c.transport.LocalAddr()}}}
+		if err := c.raft.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			c.Shutdown()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func (c *Cluster) closeStores() {
+	if c.store != nil {
+		c.store.Close()
+	}
+	if c.transport != nil {
+		c.transport.Close()
+	}
+}
+
+// Shutdown stops Raft and closes its files.
+func (c *Cluster) Shutdown() error {
+	var err error
+	if c.raft != nil {
+		err = c.raft.Shutdown().Error()
+	}
+	c.closeStores()
+	return err
+}
+
+// OnChange registers fn to run after every applied entry or restore. It
+// runs on Raft's apply goroutine and must not block.
+func (c *Cluster) OnChange(fn func()) {
+	c.hooksMu.Lock()
+	c.hooks = append(c.hooks, fn)
+	c.hooksMu.Unlock()
+}
+
+func (c *Cluster) changed() {
+	c.hooksMu.Lock()
+	hooks := append([]func(){}, c.hooks...)
+	c.hooksMu.Unlock()
+	for _, h := range hooks {
+		h()
+	}
+}
+
+// NodeTag is this node's tag.
+func (c *Cluster) NodeTag() string { return c.cfg.NodeTag }
+
+// RaftAddr is the address of this node's Raft transport.
+func (c *Cluster) RaftAddr() string { return string(c.transport.LocalAddr()) }
+
+// IsLeader tells whether this node leads.
+func (c *Cluster) IsLeader() bool { return c.raft.State() == raft.Leader }
+
+// Leader returns the leader's tag and HTTP URL ("" when unknown).
+func (c *Cluster) Leader() (tag, url string) {
+	_, id := c.raft.LeaderWithID()
+	tag = string(id)
+	if tag == "" {
+		return "", ""
+	}
+	for _, n := range c.fsm.nodes() {
+		if n.Tag == tag {
+			return tag, n.URL
+		}
+	}
+	return tag, ""
+}
+
+// ErrNoQuorum is returned when the cluster cannot commit a write.
+var ErrNoQuorum = &dberr.Error{Kind: dberr.Unavailable, Msg: "the cluster has no quorum (no leader can be reached); identity and topology writes are refused until a majority of nodes is up"}
+
+// Apply commits a command through the log and returns its result. On a
+// follower it is forwarded to the leader. Without a quorum it fails fast.
+func (c *Cluster) Apply(ctx context.Context, cmd Command) (Result, error) {
+	data, err := json.Marshal(cmd)
+	if err != nil {
+		return Result{}, err
+	}
+	if c.raft.State() != raft.Leader {
+		return c.forward(ctx, data)
+	}
+	return c.applyLocal(data)
+}
+
+// ApplyEncoded applies an encoded command on the leader (the forwarding
+// endpoint's side).
+func (c *Cluster) ApplyEncoded(data []byte) (Result, error) {
+	if c.raft.State() != raft.Leader {
+		return Result{}, &dberr.Error{Kind: dberr.Unavailable, Msg: "this node is not the leader"}
+	}
+	return c.applyLocal(data)
+}
+
+func (c *Cluster) applyLocal(data []byte) (Result, error) {
+	f := c.raft.Apply(data, c.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrEnqueueTimeout) {
+			return Result{}, ErrNoQuorum
+		}
+		return Result{}, &dberr.Error{Kind: dberr.Unavailable, Msg: "cluster write failed: " + err.Error(), Err: err}
+	}
+	r, _ := f.Response().(Result)
+	return r, resultErr(r)
+}
+
+func (c *Cluster) forward(ctx context.Context, data []byte) (Result, error) {
+	deadline := time.Now().Add(c.cfg.ApplyTimeout)
+	for {
+		tag, url := c.Leader()
+		if tag != "" && url != "" && tag != c.cfg.NodeTag && c.cfg.Forward != nil {
+			fctx, cancel := context.WithDeadline(ctx, deadline.Add(time.Second))
+			body, err := c.cfg.Forward(fctx, url, data)
+			cancel()
+			if err == nil {
+				var r Result
+				if err := json.Unmarshal(body, &r); err != nil {
+					return Result{}, err
+				}
+				return r, resultErr(r)
+			}
+			if dberr.KindOf(err) != dberr.Unavailable {
+				return Result{}, err
+			}
+		}
+		if c.raft.State() == raft.Leader {
+			return c.applyLocal(data)
+		}
+		if time.Now().After(deadline) {
+			return Result{}, ErrNoQuorum
+		}
+		select {
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func resultErr(r Result) error {
+	if r.Err == "" {
+		return nil
+	}
+	switch r.Kind {
+	case "exists":
+		return dberr.New(dberr.Concurrency, "%s", r.Err)
+	case "missing":
+		return &dberr.Error{Kind: dberr.DatabaseMissing, Msg: r.Err}
+	}
+	return dberr.New(dberr.BadRequest, "%s", r.Err)
+}
+
+// Nodes lists the members known to the state machine.
+func (c *Cluster) Nodes() []Node { return c.fsm.nodes() }
+
+// Databases lists the database records.
+func (c *Cluster) Databases() []Database { return c.fsm.databases() }
+
+// Database returns one database record.
+func (c *Cluster) Database(name string) (Database, bool) { return c.fsm.database(name) }
+
+// Identities returns a database's identity counters keyed by "prefix|".
+func (c *Cluster) Identities(db string) map[string]int64 { return c.fsm.identities(db) }
+
+// TopologyEtag changes whenever nodes or database membership change.
+func (c *Cluster) TopologyEtag() int64 { return max(c.fsm.topologyEtag(), 1) }
+
+// Barrier waits until this node has applied everything committed before
+// the call (used after a write forwarded to the leader).
+func (c *Cluster) WaitApplied(ctx context.Context, index uint64) error {
+	for c.raft.AppliedIndex() < index {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// AddVoter adds a node (leader only; callers forward).
+func (c *Cluster) AddVoter(ctx context.Context, n Node) error {
+	if !c.IsLeader() {
+		return &dberr.Error{Kind: dberr.Unavailable, Msg: "this node is not the leader"}
+	}
+	if err := c.raft.AddVoter(raft.ServerID(n.Tag), raft.ServerAddress(n.RaftAddr), 0, 10*time.Second).Error(); err != nil {
+		return &dberr.Error{Kind: dberr.Unavailable, Msg: "add node " + n.Tag + ": " + err.Error(), Err: err}
+	}
+	_, err := c.Apply(ctx, Command{Op: opAddNode, Node: &n})
+	return err
+}
+
+// RemoveNode removes a node from Raft and from the state.
+func (c *Cluster) RemoveNode(ctx context.Context, tag string) error {
+	if !c.IsLeader() {
+		return &dberr.Error{Kind: dberr.Unavailable, Msg: "this node is not the leader"}
+	}
+	if err := c.raft.RemoveServer(raft.ServerID(tag), 0, 10*time.Second).Error(); err != nil {
+		return &dberr.Error{Kind: dberr.Unavailable, Msg: "remove node " + tag + ": " + err.Error(), Err: err}
+	}
+	_, err := c.Apply(ctx, Command{Op: opRemoveNode, Tag: tag})
+	if dberr.Is(err, dberr.DatabaseMissing) {
+		return nil
+	}
+	return err
+}
+
+// StepDown hands leadership to another voter (leader only).
+func (c *Cluster) StepDown() error {
+	if !c.IsLeader() {
+		return &dberr.Error{Kind: dberr.InvalidOperation, Msg: "this node is not the leader"}
+	}
+	return c.raft.LeadershipTransfer().Error()
+}
+
+// RegisterSelf records this node in the node list when it leads and is not
+// there yet (after bootstrap), or when its URL changed.
+func (c *Cluster) RegisterSelf(ctx context.Context) error {
+	for _, n := range c.fsm.nodes() {
+		if n.Tag == c.cfg.NodeTag && n.URL == c.cfg.URL && n.RaftAddr == c.RaftAddr() {
+			return nil
+		}
+	}
+	_, err := c.Apply(ctx, Command{Op: opAddNode, Node: &Node{Tag: c.cfg.NodeTag, URL: c.cfg.URL, RaftAddr: c.RaftAddr()}})
+	return err
+}
+
+// WaitLeader waits until some node leads.
+func (c *Cluster) WaitLeader(ctx context.Context) error {
+	for {
+		if tag, _ := c.Leader(); tag != "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ErrNoQuorum
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Member is a node as the cluster page shows it.
+type Member struct {
+	Node
+	Voter       bool
+	State       string // "leader", "follower", "candidate", or "unknown" for others
+	Leader      bool
+	Suffrage    string
+	LastIndex   uint64
+	Commit      uint64
+	Applied     uint64
+	Term        uint64
+	LastContact time.Time
+}
+
+// Status describes this node's Raft.
+type Status struct {
+	Tag         string
+	State       string
+	Term        uint64
+	LastIndex   uint64
+	CommitIndex uint64
+	Applied     uint64
+	LastContact time.Time
+	LeaderTag   string
+	Servers     []Server
+}
+
+// Server is an entry of the Raft configuration.
+type Server struct {
+	Tag      string
+	Address  string
+	Suffrage string // "voter", "nonvoter"
+}
+
+// Status reports this node's Raft figures and the configuration.
+func (c *Cluster) Status() Status {
+	s := Status{
+		Tag:         c.cfg.NodeTag,
+		State:       strings.ToLower(c.raft.State().String()),
+		Term:        c.raft.CurrentTerm(),
+		LastIndex:   c.raft.LastIndex(),
+		CommitIndex: c.raft.CommitIndex(),
+		Applied:     c.raft.AppliedIndex(),
+		LastContact: c.raft.LastContact(),
+	}
+	s.LeaderTag, _ = c.Leader()
+	if f := c.raft.GetConfiguration(); f.Error() == nil {
+		for _, sv := range f.Configuration().Servers {
+			suff := "voter"
+			if sv.Suffrage != raft.Voter {
+				suff = "nonvoter"
+			}
+			s.Servers = append(s.Servers, Server{Tag: string(sv.ID), Address: string(sv.Address), Suffrage: suff})
+		}
+	}
+	return s
+}

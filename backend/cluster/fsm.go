@@ -1,0 +1,303 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Node is a member of the cluster.
+type Node struct {
+	Tag      string
+	URL      string // HTTP base URL clients use
+	RaftAddr string
+}
+
+// Database is a database record: where the database lives and its settings.
+type Database struct {
+	Name              string
+	Members           []string // node tags
+	Separator         string
+	ReplicationFactor int
+	Created           time.Time
+}
+
+// state is everything the cluster agrees on. It is small and changes only
+// through the log.
+type state struct {
+	Nodes      map[string]*Node     // by tag
+	Databases  map[string]*Database // by lower-cased name
+	Identities map[string]int64     // "db/prefix|", both lower-cased
+	// TopologyEtag moves whenever nodes or database membership change.
+	TopologyEtag int64
+}
+
+func newState() *state {
+	return &state{Nodes: map[string]*Node{}, Databases: map[string]*Database{}, Identities: map[string]int64{}}
+}
+
+// Operations of the log.
+const (
+	opAddNode         = "add_node"
+	opRemoveNode      = "remove_node"
+	opCreateDatabase  = "create_database"
+	opDeleteDatabase  = "delete_database"
+	opIdentityNext    = "identity_next"
+	opIdentityClaim   = "identity_claim"
+	opIdentitySeed    = "identity_seed"
+	opIdentityDropAll = "identity_drop_database"
+)
+
+// Command is one log entry.
+type Command struct {
+	Op       string
+	Node     *Node     `json:",omitempty"`
+	Tag      string    `json:",omitempty"`
+	Database *Database `json:",omitempty"`
+	Name     string    `json:",omitempty"` // database name
+	Prefixes []string  `json:",omitempty"` // identity_next: one value each
+	Prefix   string    `json:",omitempty"` // identity_claim / identity_seed
+	Value    int64     `json:",omitempty"`
+	Force    bool      `json:",omitempty"`
+}
+
+// Result is what applying a command returned.
+type Result struct {
+	Values []int64 `json:",omitempty"`
+	Value  int64   `json:",omitempty"`
+	Err    string  `json:",omitempty"`
+	// Kind classifies Err for the caller: "exists", "missing", "invalid".
+	Kind  string `json:",omitempty"`
+	Index uint64 `json:",omitempty"`
+}
+
+func identityKey(db, prefix string) string {
+	prefix = strings.ToLower(prefix)
+	if !strings.HasSuffix(prefix, "|") {
+		prefix += "|"
+	}
+	return strings.ToLower(db) + "/" + prefix
+}
+
+// fsm applies commands to the state. Apply touches nothing but the state:
+// opening or deleting database files happens outside, in whoever watches
+// OnChange.
+type fsm struct {
+	mu       sync.RWMutex
+	st       *state
+	onChange func()
+}
+
+func (f *fsm) Apply(l *raft.Log) any {
+	var c Command
+	if err := json.Unmarshal(l.Data, &c); err != nil {
+		return Result{Err: "undecodable command: " + err.Error(), Kind: "invalid"}
+	}
+	f.mu.Lock()
+	r := f.apply(&c, l.Index)
+	f.mu.Unlock()
+	r.Index = l.Index
+	if f.onChange != nil {
+		f.onChange()
+	}
+	return r
+}
+
+func (f *fsm) apply(c *Command, index uint64) Result {
+	st := f.st
+	switch c.Op {
+	case opAddNode:
+		if c.Node == nil || c.Node.Tag == "" {
+			return Result{Err: "add_node without a node", Kind: "invalid"}
+		}
+		n := *c.Node
+		st.Nodes[n.Tag] = &n
+		st.TopologyEtag = int64(index)
+	case opRemoveNode:
+		if _, ok := st.Nodes[c.Tag]; !ok {
+			return Result{Err: "no node " + c.Tag, Kind: "missing"}
+		}
+		delete(st.Nodes, c.Tag)
+		for _, d := range st.Databases {
+			d.Members = without(d.Members, c.Tag)
+		}
+		st.TopologyEtag = int64(index)
+	case opCreateDatabase:
+		if c.Database == nil {
+			return Result{Err: "create_database without a record", Kind: "invalid"}
+		}
+		key := strings.ToLower(c.Database.Name)
+		if _, ok := st.Databases[key]; ok {
+			return Result{Err: "Database '" + c.Database.Name + "' already exists!", Kind: "exists"}
+		}
+		d := *c.Database
+		d.Members = append([]string(nil), d.Members...)
+		st.Databases[key] = &d
+		st.TopologyEtag = int64(index)
+	case opDeleteDatabase:
+		key := strings.ToLower(c.Name)
+		if _, ok := st.Databases[key]; !ok {
+			return Result{Err: "Database '" + c.Name + "' does not exist.", Kind: "missing"}
+		}
+		delete(st.Databases, key)
+		prefix := key + "/"
+		for k := range st.Identities {
+			if strings.HasPrefix(k, prefix) {
+				delete(st.Identities, k)
+			}
+		}
+		st.TopologyEtag = int64(index)
+	case opIdentityNext:
+		if _, ok := st.Databases[strings.ToLower(c.Name)]; !ok {
+			return Result{Err: "Database '" + c.Name + "' does not exist.", Kind: "missing"}
+		}
+		out := make([]int64, len(c.Prefixes))
+		for i, p := range c.Prefixes {
+			k := identityKey(c.Name, p)
+			st.Identities[k]++
+			out[i] = st.Identities[k]
+		}
+		return Result{Values: out}
+	case opIdentityClaim:
+		// A fresh value that is at least Value: the caller found Value free.
+		if _, ok := st.Databases[strings.ToLower(c.Name)]; !ok {
+			return Result{Err: "Database '" + c.Name + "' does not exist.", Kind: "missing"}
+		}
+		k := identityKey(c.Name, c.Prefix)
+		v := max(st.Identities[k]+1, c.Value)
+		st.Identities[k] = v
+		return Result{Value: v}
+	case opIdentitySeed:
+		if _, ok := st.Databases[strings.ToLower(c.Name)]; !ok {
+			return Result{Err: "Database '" + c.Name + "' does not exist.", Kind: "missing"}
+		}
+		k := identityKey(c.Name, c.Prefix)
+		if c.Force || c.Value > st.Identities[k] {
+			st.Identities[k] = c.Value
+		}
+		return Result{Value: st.Identities[k]}
+	default:
+		return Result{Err: "unknown operation " + c.Op, Kind: "invalid"}
+	}
+	return Result{}
+}
+
+func without(list []string, tag string) []string {
+	out := list[:0:0]
+	for _, t := range list {
+		if t != tag {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Snapshot serialises the state (it is small).
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b, err := json.Marshal(f.st)
+	if err != nil {
+		return nil, err
+	}
+	return snapshot(b), nil
+}
+
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st := newState()
+	if err := json.NewDecoder(rc).Decode(st); err != nil {
+		return fmt.Errorf("restore cluster state: %w", err)
+	}
+	if st.Nodes == nil {
+		st.Nodes = map[string]*Node{}
+	}
+	if st.Databases == nil {
+		st.Databases = map[string]*Database{}
+	}
+	if st.Identities == nil {
+		st.Identities = map[string]int64{}
+	}
+	f.mu.Lock()
+	f.st = st
+	f.mu.Unlock()
+	if f.onChange != nil {
+		f.onChange()
+	}
+	return nil
+}
+
+type snapshot []byte
+
+func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s snapshot) Release() {}
+
+// views for readers
+
+func (f *fsm) nodes() []Node {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Node, 0, len(f.st.Nodes))
+	for _, n := range f.st.Nodes {
+		out = append(out, *n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Tag < out[j].Tag })
+	return out
+}
+
+func (f *fsm) databases() []Database {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Database, 0, len(f.st.Databases))
+	for _, d := range f.st.Databases {
+		c := *d
+		c.Members = append([]string(nil), d.Members...)
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (f *fsm) database(name string) (Database, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	d, ok := f.st.Databases[strings.ToLower(name)]
+	if !ok {
+		return Database{}, false
+	}
+	c := *d
+	c.Members = append([]string(nil), d.Members...)
+	return c, true
+}
+
+func (f *fsm) identities(db string) map[string]int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	prefix := strings.ToLower(db) + "/"
+	out := map[string]int64{}
+	for k, v := range f.st.Identities {
+		if strings.HasPrefix(k, prefix) {
+			out[k[len(prefix):]] = v
+		}
+	}
+	return out
+}
+
+func (f *fsm) topologyEtag() int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.TopologyEtag
+}

@@ -4,67 +4,113 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/rookerydb/rookery/backend/catalog"
+	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
 )
 
-// topology serves GET /topology?name=db. An unknown database gets the 503
-// form with Database-Missing that the client turns into
-// DatabaseDoesNotExistException.
+// topology serves GET /topology?name=db: every member of the database with
+// its URL. An unknown database gets the 503 form with Database-Missing that
+// the client turns into DatabaseDoesNotExistException.
 func (a *API) topology(c echo.Context) error {
 	name, err := requiredParam(c, "name")
 	if err != nil {
 		return err
 	}
-	db, err := a.Catalog.Get(name)
-	if err != nil {
+	rec, ok := a.Cluster.Database(name)
+	if !ok {
 		c.Response().Header().Set("Database-Missing", name)
 		return writeJSON(c, http.StatusServiceUnavailable, map[string]string{
 			"Type":    "Error",
 			"Message": "Database " + name + " wasn't found",
 		})
 	}
-	return writeJSON(c, http.StatusOK, map[string]any{
-		"Promotables": []any{},
-		"Nodes": []map[string]string{{
-			"Url": a.URL(), "ClusterTag": a.NodeTag, "ServerRole": "Member", "Database": db.Name(),
-		}},
-		"Etag": 1,
-	})
+	urls := a.nodeURLs()
+	nodes := []map[string]string{}
+	// This node first: a client that asked here prefers it.
+	order := append([]string{}, rec.Members...)
+	sort.SliceStable(order, func(i, j int) bool { return order[i] == a.NodeTag && order[j] != a.NodeTag })
+	for _, m := range order {
+		if urls[m] == "" {
+			continue
+		}
+		nodes = append(nodes, map[string]string{"Url": urls[m], "ClusterTag": m, "ServerRole": "Member", "Database": rec.Name})
+	}
+	return writeJSON(c, http.StatusOK, map[string]any{"Promotables": []any{}, "Nodes": nodes, "Etag": a.Cluster.TopologyEtag()})
 }
 
-// clusterTopology serves GET /cluster/topology: a one-node cluster.
+func (a *API) nodeURLs() map[string]string {
+	urls := map[string]string{}
+	for _, n := range a.Cluster.Nodes() {
+		urls[n.Tag] = n.URL
+	}
+	if urls[a.NodeTag] == "" {
+		urls[a.NodeTag] = a.URL()
+	}
+	return urls
+}
+
+func raftState(s string) string {
+	switch s {
+	case "leader":
+		return "Leader"
+	case "follower":
+		return "Follower"
+	case "candidate":
+		return "Candidate"
+	}
+	return "Passive"
+}
+
+// clusterTopology serves GET /cluster/topology: the real cluster.
 func (a *API) clusterTopology(c echo.Context) error {
-	nodes := map[string]string{a.NodeTag: a.URL()}
+	st := a.Cluster.Status()
+	urls := a.nodeURLs()
+	// The Raft configuration decides who is in the cluster; the state
+	// machine supplies the URLs.
+	all := map[string]string{}
+	members := map[string]string{}
+	watchers := map[string]string{}
+	for _, sv := range st.Servers {
+		all[sv.Tag] = urls[sv.Tag]
+		if sv.Suffrage == "voter" {
+			members[sv.Tag] = urls[sv.Tag]
+		} else {
+			watchers[sv.Tag] = urls[sv.Tag]
+		}
+	}
+	etag := a.Cluster.TopologyEtag()
 	return writeJSON(c, http.StatusOK, map[string]any{
 		"Topology": map[string]any{
-			"TopologyId":  "rookery-" + a.NodeTag,
-			"AllNodes":    nodes,
-			"Members":     nodes,
+			"TopologyId":  "rookery",
+			"AllNodes":    all,
+			"Members":     members,
 			"Promotables": map[string]string{},
-			"Watchers":    map[string]string{},
+			"Watchers":    watchers,
 			"LastNodeId":  a.NodeTag,
-			"Etag":        1,
+			"Etag":        etag,
 		},
-		"Etag":         1,
-		"Leader":       a.NodeTag,
+		"Etag":         etag,
+		"Leader":       st.LeaderTag,
 		"NodeTag":      a.NodeTag,
-		"CurrentState": "Leader",
-		"CurrentTerm":  1,
+		"CurrentState": raftState(st.State),
+		"CurrentTerm":  st.Term,
 		"Status":       map[string]any{},
 	})
 }
 
 func (a *API) nodeInfo(c echo.Context) error {
+	st := a.Cluster.Status()
 	return writeJSON(c, http.StatusOK, map[string]any{
 		"NodeTag":       a.NodeTag,
-		"TopologyId":    "rookery-" + a.NodeTag,
+		"TopologyId":    "rookery",
 		"ServerRole":    "Member",
-		"CurrentState":  "Leader",
+		"CurrentState":  raftState(st.State),
 		"ClusterStatus": "Joined",
 		"HasFixedPort":  true,
 	})
@@ -102,15 +148,19 @@ func (a *API) listDatabases(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, map[string]any{"Databases": out})
 }
 
-func (a *API) record(name, sep string) map[string]any {
+func (a *API) record(d cluster.Database) map[string]any {
+	rf := d.ReplicationFactor
+	if rf == 0 {
+		rf = len(d.Members)
+	}
 	return map[string]any{
-		"DatabaseName":           name,
-		"IdentityPartsSeparator": sep,
+		"DatabaseName":           d.Name,
+		"IdentityPartsSeparator": d.Separator,
 		"Disabled":               false,
 		"Encrypted":              false,
 		"Settings":               map[string]string{},
 		"Topology": map[string]any{
-			"Members": []string{a.NodeTag}, "Promotables": []string{}, "Rehabs": []string{}, "ReplicationFactor": 1,
+			"Members": d.Members, "Promotables": []string{}, "Rehabs": []string{}, "ReplicationFactor": rf,
 		},
 	}
 }
@@ -123,6 +173,8 @@ func (a *API) createDatabase(c echo.Context) error {
 		// IdentityPartsSeparator is Rookery's database setting for the
 		// separator of identity and server-side ids ("/" by default).
 		IdentityPartsSeparator string
+		// ReplicationFactor: how many nodes hold it; all nodes when 0.
+		ReplicationFactor int
 	}
 	raw, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<20))
 	if err != nil {
@@ -143,15 +195,30 @@ func (a *API) createDatabase(c echo.Context) error {
 	if q := c.QueryParam("name"); q != "" && !strings.EqualFold(q, name) {
 		return dberr.New(dberr.BadRequest, "The name in the query string (%s) and in the record (%s) differ", q, name)
 	}
-	db, err := a.Catalog.Create(name, catalog.Options{Separator: rec.IdentityPartsSeparator})
-	if err != nil {
+	rf := rec.ReplicationFactor
+	if q := c.QueryParam("replicationFactor"); rf == 0 && q != "" {
+		if n, err := strconv.Atoi(q); err == nil && n > 0 && len(a.Cluster.Nodes()) > n {
+			rf = n
+		}
+	}
+	d := cluster.Database{Name: name, Members: a.membersFor(rf), Separator: rec.IdentityPartsSeparator}
+	if rf > 0 && rf < len(a.Cluster.Nodes()) {
+		d.ReplicationFactor = rf
+	}
+	if err := CreateDatabase(c.Request().Context(), a.Cluster, a.Catalog, d, a.NodeTag); err != nil {
 		return err
 	}
+	created, _ := a.Cluster.Database(name)
+	urls := a.nodeURLs()
+	var addedTo []string
+	for _, m := range created.Members {
+		addedTo = append(addedTo, urls[m])
+	}
 	return writeJSON(c, http.StatusCreated, map[string]any{
-		"RaftCommandIndex": db.LastEtag() + 1,
-		"Name":             db.Name(),
-		"Topology":         a.record(db.Name(), db.Separator())["Topology"],
-		"NodesAddedTo":     []string{a.URL()},
+		"RaftCommandIndex": a.Cluster.Status().CommitIndex,
+		"Name":             created.Name,
+		"Topology":         a.record(created)["Topology"],
+		"NodesAddedTo":     addedTo,
 	})
 }
 
@@ -169,7 +236,7 @@ func (a *API) deleteDatabases(c echo.Context) error {
 		return dberr.New(dberr.BadRequest, "DatabaseNames is empty")
 	}
 	for _, n := range body.DatabaseNames {
-		if err := a.Catalog.Delete(n); err != nil && !dberr.Is(err, dberr.DatabaseMissing) {
+		if err := DeleteDatabase(c.Request().Context(), a.Cluster, a.Catalog, n); err != nil && !dberr.Is(err, dberr.DatabaseMissing) {
 			return err
 		}
 	}
@@ -182,9 +249,9 @@ func (a *API) databaseRecord(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := a.Catalog.Get(name)
-	if err != nil {
+	rec, ok := a.Cluster.Database(name)
+	if !ok {
 		return c.NoContent(http.StatusNotFound)
 	}
-	return writeJSON(c, http.StatusOK, a.record(db.Name(), db.Separator()))
+	return writeJSON(c, http.StatusOK, a.record(rec))
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rookerydb/rookery/backend/activity"
 	"github.com/rookerydb/rookery/backend/catalog"
+	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
@@ -28,11 +29,14 @@ type API struct {
 	Catalog *catalog.Catalog
 	NodeTag string
 	// URL returns the node's public base URL (no trailing slash).
-	URL        func() string
-	Identities ids.Local
+	URL     func() string
+	Cluster *cluster.Cluster
 	// Activity records HiLo calls for the studio; optional.
 	Activity *activity.Tracker
 }
+
+// idents takes identities through the cluster's log.
+func (a *API) idents() ids.Cluster { return ids.Cluster{Src: a.Cluster} }
 
 // Register adds the API routes to e.
 func (a *API) Register(e *echo.Echo) {
@@ -45,7 +49,14 @@ func (a *API) Register(e *echo.Echo) {
 	e.DELETE("/admin/databases", a.deleteDatabases)
 	e.GET("/admin/databases", a.databaseRecord)
 
-	g := e.Group("/databases/:db")
+	e.GET("/admin/cluster/status", a.clusterStatus)
+	e.GET("/admin/cluster/next-tag", a.nextTag)
+	e.POST("/admin/cluster/join", a.clusterJoin)
+	e.POST("/admin/cluster/remove", a.clusterRemove)
+	e.POST("/admin/cluster/stepdown", a.clusterStepDown)
+	e.POST("/internal/cluster/apply", a.clusterApply)
+
+	g := e.Group("/databases/:db", a.topologyEtag)
 	g.GET("/docs", a.getDocs)
 	g.POST("/docs", a.postDocs)
 	g.HEAD("/docs", a.headDoc)

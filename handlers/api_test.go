@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rookerydb/rookery/web"
 )
@@ -29,7 +30,7 @@ type step struct {
 
 func newServer(t *testing.T) http.Handler {
 	t.Helper()
-	srv, err := web.New(web.Config{DataDir: t.TempDir(), NodeTag: "A", PublicURL: "http://node-a.test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := web.New(web.Config{DataDir: t.TempDir(), NodeTag: "A", PublicURL: "http://node-a.test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ElectionTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -324,7 +324,7 @@ func (a *API) putDoc(c echo.Context) error {
 		return dberr.New(dberr.BadRequest, "%v", err)
 	}
 	cmd := batch.Command{Type: batch.Put, ID: c.QueryParam("id"), ChangeVector: expectedCV(c), Document: doc}
-	res, err := batch.Execute(c.Request().Context(), db, a.Identities, []batch.Command{cmd})
+	res, err := batch.Execute(c.Request().Context(), db, a.idents(), []batch.Command{cmd})
 	if err != nil {
 		return err
 	}
@@ -342,7 +342,7 @@ func (a *API) deleteDoc(c echo.Context) error {
 		return err
 	}
 	cmd := batch.Command{Type: batch.Delete, ID: id, ChangeVector: expectedCV(c)}
-	if _, err := batch.Execute(c.Request().Context(), db, a.Identities, []batch.Command{cmd}); err != nil {
+	if _, err := batch.Execute(c.Request().Context(), db, a.idents(), []batch.Command{cmd}); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -371,7 +371,7 @@ func (a *API) bulkDocs(c echo.Context) error {
 		}
 		return err
 	}
-	res, err := batch.Execute(c.Request().Context(), db, a.Identities, cmds)
+	res, err := batch.Execute(c.Request().Context(), db, a.idents(), cmds)
 	if err != nil {
 		return err
 	}

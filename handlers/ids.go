@@ -114,18 +114,11 @@ func (a *API) identityNext(c echo.Context) error {
 	if !strings.HasSuffix(name, "|") {
 		name += "|"
 	}
-	var v int64
-	err = db.Write(c.Request().Context(), func(tx *storage.Tx) error {
-		vals, err := a.Identities.Take(tx, []string{name})
-		if err == nil {
-			v = vals[0]
-		}
-		return err
-	})
+	vals, err := a.idents().TakeIdentities(c.Request().Context(), db, []string{name})
 	if err != nil {
 		return err
 	}
-	return writeJSON(c, http.StatusOK, map[string]int64{"NewIdentityValue": v})
+	return writeJSON(c, http.StatusOK, map[string]int64{"NewIdentityValue": vals[0]})
 }
 
 // identitySeed serves POST /identity/seed?name=&value=[&force=true].
@@ -152,14 +145,11 @@ func (a *API) identitySeed(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var v int64
-	err = db.Write(c.Request().Context(), func(tx *storage.Tx) error {
-		v, err = a.Identities.Seed(tx, name, value, force)
-		return err
-	})
+	v, err := a.Cluster.SeedIdentity(c.Request().Context(), db.Name(), name, value, force)
 	if err != nil {
 		return err
 	}
+	db.Metrics().IdentityCalls.WithLabelValues("seed").Inc()
 	return writeJSON(c, http.StatusOK, map[string]int64{"NewSeedValue": v})
 }
 
@@ -177,10 +167,7 @@ func (a *API) identities(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	all, err := db.Identities(c.Request().Context())
-	if err != nil {
-		return err
-	}
+	all := a.Cluster.Identities(db.Name())
 	names := make([]string, 0, len(all))
 	for n := range all {
 		names = append(names, n)

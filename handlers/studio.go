@@ -26,18 +26,20 @@ type LiveFunc func(ctx context.Context, q url.Values) ([]views.Fragment, error)
 
 // Studio serves the management studio's pages under /studio/.
 type Studio struct {
-	Catalog    *catalog.Catalog
-	Activity   *activity.Tracker
-	Alerts     *alerts.Store
-	NodeTag    string
-	URL        func() string
-	Identities ids.Local
+	Catalog  *catalog.Catalog
+	Activity *activity.Tracker
+	Alerts   *alerts.Store
+	NodeTag  string
+	URL      func() string
 	// Cluster is the node's Raft view; nil until the cluster is wired.
 	Cluster *cluster.Cluster
 
 	live  map[string]LiveFunc
 	ticks map[string]bool
 }
+
+// idents takes identities through the cluster's log.
+func (s *Studio) idents() ids.Cluster { return ids.Cluster{Src: s.Cluster} }
 
 // addLive registers a page's live regions; ticks asks for a refresh every
 // second as well (pages with rates and sparklines).
@@ -226,7 +228,15 @@ func (s *Studio) databasesLive(ctx context.Context, q url.Values) ([]views.Fragm
 func (s *Studio) createDatabase(c echo.Context) error {
 	name := strings.TrimSpace(c.FormValue("name"))
 	sep := c.FormValue("separator")
-	if _, err := s.Catalog.Create(name, catalog.Options{Separator: sep}); err != nil {
+	members := []string{}
+	for _, n := range s.Cluster.Nodes() {
+		members = append(members, n.Tag)
+	}
+	if len(members) == 0 {
+		members = []string{s.NodeTag}
+	}
+	d := cluster.Database{Name: name, Members: members, Separator: sep}
+	if err := CreateDatabase(c.Request().Context(), s.Cluster, s.Catalog, d, s.NodeTag); err != nil {
 		return redirectFlash(c, "/studio/databases", err.Error(), true)
 	}
 	return redirectFlash(c, "/studio/databases", "Database "+name+" created.", false)
@@ -237,7 +247,7 @@ func (s *Studio) deleteDatabase(c echo.Context) error {
 	if name == "" || confirm != name {
 		return redirectFlash(c, "/studio/databases", "Type the database name exactly to delete it; nothing was deleted.", true)
 	}
-	if err := s.Catalog.Delete(name); err != nil {
+	if err := DeleteDatabase(c.Request().Context(), s.Cluster, s.Catalog, name); err != nil {
 		return redirectFlash(c, "/studio/databases", err.Error(), true)
 	}
 	s.Activity.Forget(name)

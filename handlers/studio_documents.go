@@ -636,7 +636,7 @@ func (s *Studio) createDoc(c echo.Context) error {
 	var res []batch.Result
 	if err == nil {
 		mustBeNew := ""
-		res, err = batch.Execute(c.Request().Context(), db, s.Identities, []batch.Command{{Type: batch.Put, ID: id, ChangeVector: &mustBeNew, Document: parsed}})
+		res, err = batch.Execute(c.Request().Context(), db, s.idents(), []batch.Command{{Type: batch.Put, ID: id, ChangeVector: &mustBeNew, Document: parsed}})
 	}
 	if err == nil {
 		return redirectFlash(c, string(views.DocURL(db.Name(), res[0].ID)), "Created "+res[0].ID+".", false)

@@ -464,9 +464,9 @@ func TestStudioDocumentsLiveFragments(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cat.Close() })
-	s := &handlers.Studio{Catalog: cat, Activity: activity.New(), Alerts: alerts.New(), NodeTag: "A", URL: func() string { return "http://a.test" }}
+	s := &handlers.Studio{Catalog: cat, Activity: activity.New(), Alerts: alerts.New(), NodeTag: "A", URL: func() string { return "http://a.test" }, Cluster: testCluster(t)}
 	s.Register(echo.New())
-	db, err := cat.Create("db", catalog.Options{})
+	db, err := bareCreate(t, s, cat, "db", catalog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,10 +84,7 @@ func (s *Studio) identitiesData(ctx context.Context, name string, q url.Values) 
 	if err != nil {
 		return views.IdentitiesData{}, nil, nil, err
 	}
-	counters, err := db.Identities(ctx)
-	if err != nil {
-		return views.IdentitiesData{}, nil, nil, err
-	}
+	counters := s.Cluster.Identities(db.Name())
 	d := views.IdentitiesData{Database: db.Name(), Separator: db.Separator(), View: identityView(q), Total: len(counters)}
 	sep := db.Separator()
 	filter := strings.ToLower(d.View.Filter)
@@ -225,19 +222,13 @@ func (s *Studio) seedIdentity(c echo.Context) error {
 	}
 	confirmed := c.FormValue("confirmLower") != ""
 	name := ids.IdentityName(prefix)
-	var before int64
-	err = db.Write(c.Request().Context(), func(tx *storage.Tx) error {
-		cur, err := tx.Identity(name)
-		if err != nil {
-			return err
-		}
-		before = cur
-		if value < cur && !confirmed {
-			return &errLowerRefused{name: name, current: cur, val: value}
-		}
-		_, err = s.Identities.Seed(tx, name, value, true)
-		return err
-	})
+	// The counters live in the cluster's log: read, check, then a forced seed.
+	before := s.Cluster.Identities(db.Name())[name]
+	if value < before && !confirmed {
+		err = &errLowerRefused{name: name, current: before, val: value}
+	} else {
+		_, err = s.Cluster.SeedIdentity(c.Request().Context(), db.Name(), name, value, true)
+	}
 	var refused *errLowerRefused
 	if errors.As(err, &refused) {
 		return back(refused.Error())
@@ -268,16 +259,7 @@ func (s *Studio) auditTick(ctx context.Context) {
 	defer cancel()
 	flagged := map[string]bool{}
 	for _, db := range s.Catalog.All() {
-		counters, err := db.Identities(ctx)
-		if err != nil {
-			// Unknown this second: keep whatever this database's alerts say.
-			for _, a := range s.Alerts.List() {
-				if strings.HasPrefix(a.Key, identityAlertPrefix+db.Name()+":") {
-					flagged[a.Key] = true
-				}
-			}
-			continue
-		}
+		counters := s.Cluster.Identities(db.Name())
 		for _, a := range auditIdentities(db, counters) {
 			key := identityAlertPrefix + db.Name() + ":" + a.Name
 			if !a.Collides {

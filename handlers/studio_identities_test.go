@@ -17,6 +17,7 @@ import (
 	"github.com/rookerydb/rookery/backend/activity"
 	"github.com/rookerydb/rookery/backend/alerts"
 	"github.com/rookerydb/rookery/backend/catalog"
+	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
@@ -240,10 +241,41 @@ func bareStudio(t *testing.T) (*handlers.Studio, *catalog.Catalog, *echo.Echo) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cat.Close() })
-	s := &handlers.Studio{Catalog: cat, Activity: activity.New(), Alerts: alerts.New(), NodeTag: "A", URL: func() string { return "http://a.test" }}
+	s := &handlers.Studio{Catalog: cat, Activity: activity.New(), Alerts: alerts.New(), NodeTag: "A", URL: func() string { return "http://a.test" }, Cluster: testCluster(t)}
 	e := echo.New()
 	s.Register(e)
 	return s, cat, e
+}
+
+// testCluster starts a real one-node Raft cluster for a bare Studio.
+func testCluster(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	c, err := cluster.Open(cluster.Config{NodeTag: "A", RaftAddr: "127.0.0.1:0", URL: "http://a.test", Dir: t.TempDir(), Bootstrap: true,
+		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond, LeaderLeaseTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Shutdown() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// bareCreate makes a database on a bare Studio: the local file and its
+// cluster record.
+func bareCreate(t *testing.T, s *handlers.Studio, cat *catalog.Catalog, name string, opts catalog.Options) (*storage.DB, error) {
+	t.Helper()
+	db, err := cat.Create(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Cluster.CreateDatabase(context.Background(), cluster.Database{Name: name, Members: []string{"A"}, Separator: db.Separator()}); err != nil {
+		return nil, err
+	}
+	return db, nil
 }
 
 func putIDs(t *testing.T, db *storage.DB, idList ...string) {
@@ -265,9 +297,9 @@ func putIDs(t *testing.T, db *storage.DB, idList ...string) {
 	}
 }
 
-func seedTo(t *testing.T, db *storage.DB, name string, v int64) {
+func seedTo(t *testing.T, s *handlers.Studio, db *storage.DB, name string, v int64) {
 	t.Helper()
-	if err := db.Write(context.Background(), func(tx *storage.Tx) error { _, err := (ids.Local{}).Seed(tx, name, v, true); return err }); err != nil {
+	if _, err := s.Cluster.SeedIdentity(context.Background(), db.Name(), name, v, true); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -277,18 +309,18 @@ func seedTo(t *testing.T, db *storage.DB, name string, v int64) {
 func TestStudioAuditTick(t *testing.T) {
 	s, cat, _ := bareStudio(t)
 	ctx := context.Background()
-	db, err := cat.Create("shop", catalog.Options{})
+	db, err := bareCreate(t, s, cat, "shop", catalog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dash, err := cat.Create("dash", catalog.Options{Separator: "-"})
+	dash, err := bareCreate(t, s, cat, "dash", catalog.Options{Separator: "-"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	putIDs(t, db, "orders/1", "orders/2", "orders/3", "orders/50-A", "companies/4")
 	putIDs(t, dash, "orders-9")
-	seedTo(t, db, "companies|", 4)
-	seedTo(t, dash, "orders|", 2)
+	seedTo(t, s, db, "companies|", 4)
+	seedTo(t, s, dash, "orders|", 2)
 	keys := func() map[string]alerts.Alert {
 		out := map[string]alerts.Alert{}
 		for _, a := range s.Alerts.List() {
@@ -301,14 +333,14 @@ func TestStudioAuditTick(t *testing.T) {
 		act  func()
 		want []string // alert keys after the tick
 	}{
-		{"a counter below orders/3 (no counter yet is 0)", func() { seedTo(t, db, "orders|", 0) }, []string{"identity:dash:orders|", "identity:shop:orders|"}},
+		{"a counter below orders/3 (no counter yet is 0)", func() { seedTo(t, s, db, "orders|", 0) }, []string{"identity:dash:orders|", "identity:shop:orders|"}},
 		{"the same condition: still one alert each", func() {}, []string{"identity:dash:orders|", "identity:shop:orders|"}},
 		{"dismissed: stays quiet while it holds", func() {
 			s.Alerts.Dismiss(keys()["identity:shop:orders|"].ID)
 		}, []string{"identity:dash:orders|"}},
-		{"safe again: cleared", func() { seedTo(t, db, "orders|", 3) }, []string{"identity:dash:orders|"}},
-		{"colliding again after being safe: raised again", func() { seedTo(t, db, "orders|", 1) }, []string{"identity:dash:orders|", "identity:shop:orders|"}},
-		{"raised past the documents", func() { seedTo(t, db, "orders|", 3) }, []string{"identity:dash:orders|"}},
+		{"safe again: cleared", func() { seedTo(t, s, db, "orders|", 3) }, []string{"identity:dash:orders|"}},
+		{"colliding again after being safe: raised again", func() { seedTo(t, s, db, "orders|", 1) }, []string{"identity:dash:orders|", "identity:shop:orders|"}},
+		{"raised past the documents", func() { seedTo(t, s, db, "orders|", 3) }, []string{"identity:dash:orders|"}},
 		{"a database that goes away takes its alerts", func() {
 			if err := cat.Delete("dash"); err != nil {
 				t.Fatal(err)
@@ -332,7 +364,7 @@ func TestStudioAuditTick(t *testing.T) {
 			}
 		}
 	}
-	seedTo(t, db, "orders|", 1)
+	seedTo(t, s, db, "orders|", 1)
 	s.Tick(ctx)
 	a := keys()["identity:shop:orders|"]
 	if a.Database != "shop" || a.Title != "Identity orders| would collide" || !strings.Contains(a.Message, "The counter is 1 but orders/3 exists") {
@@ -342,12 +374,12 @@ func TestStudioAuditTick(t *testing.T) {
 
 func TestStudioLiveRegions(t *testing.T) {
 	s, cat, _ := bareStudio(t)
-	db, err := cat.Create("lv", catalog.Options{})
+	db, err := bareCreate(t, s, cat, "lv", catalog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	putIDs(t, db, "orders/1")
-	seedTo(t, db, "orders|", 1)
+	seedTo(t, s, db, "orders|", 1)
 	if err := db.Write(context.Background(), func(tx *storage.Tx) error {
 		_, err := ids.NextRange(tx, "users", 0, "", "", 0)
 		return err

@@ -129,7 +129,7 @@ func TestStudioStatsPage(t *testing.T) {
 func TestStudioHiLoIdentitiesStatsAtScale(t *testing.T) {
 	n := 10_000
 	s, cat, e := bareStudio(t)
-	db, err := cat.Create("big", catalog.Options{})
+	db, err := bareCreate(t, s, cat, "big", catalog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,14 +156,14 @@ func TestStudioHiLoIdentitiesStatsAtScale(t *testing.T) {
 	}
 	err = db.Write(ctx, func(tx *storage.Tx) error {
 		for i := range 200 { // identities, HiLo documents
-			if _, err := (ids.Local{}).Seed(tx, fmt.Sprintf("col%03d|", i), int64(i), true); err != nil {
+			if _, err := s.Cluster.SeedIdentity(ctx, "big", fmt.Sprintf("col%03d|", i), int64(i), true); err != nil {
 				return err
 			}
 			if _, err := ids.NextRange(tx, fmt.Sprintf("col%03d", i), 0, "", "", 0); err != nil {
 				return err
 			}
 		}
-		if _, err := (ids.Local{}).Seed(tx, "orders|", 10, true); err != nil { // collides: the page probes
+		if _, err := s.Cluster.SeedIdentity(ctx, "big", "orders|", 10, true); err != nil { // collides: the page probes
 			return err
 		}
 		_, err := ids.NextRange(tx, "users", 0, "", "", int64(n))

@@ -19,7 +19,7 @@ import (
 
 func startNode(t *testing.T) (*Server, string) {
 	t.Helper()
-	srv, err := New(Config{DataDir: t.TempDir(), NodeTag: "A", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := New(Config{DataDir: t.TempDir(), NodeTag: "A", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ElectionTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/rookerydb/rookery/backend/activity"
 	"github.com/rookerydb/rookery/backend/alerts"
 	"github.com/rookerydb/rookery/backend/catalog"
+	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/metrics"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/handlers"
@@ -39,6 +42,28 @@ type Config struct {
 	PublicURL string
 	// Logger receives structured logs; slog.Default() when nil.
 	Logger *slog.Logger
+	// RaftAddr is the Raft transport's address; the HTTP host with port+1000
+	// when empty (a random loopback port when the HTTP port is 0 or unset).
+	RaftAddr string
+	// Join is the URL of a member of an existing cluster to join. Without it
+	// a node with no Raft state bootstraps a one-node cluster.
+	Join string
+	// ElectionTimeout tunes Raft's heartbeat and election timeouts (tests
+	// use short ones); 500 ms when zero.
+	ElectionTimeout time.Duration
+}
+
+// RaftAddrFor derives the default Raft address from the HTTP address.
+func RaftAddrFor(httpAddr string) string {
+	host, port, err := net.SplitHostPort(httpAddr)
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n == 0 || n+1000 > 65535 {
+		return net.JoinHostPort(host, "0")
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+1000))
 }
 
 // Server is one Rookery node.
@@ -52,12 +77,15 @@ type Server struct {
 	ready   atomic.Bool
 	reg     *prometheus.Registry
 
-	activity *activity.Tracker
-	alerts   *alerts.Store
-	studio   *handlers.Studio
-	hub      *Hub
-	stop     chan struct{}
-	stopped  chan struct{}
+	activity   *activity.Tracker
+	alerts     *alerts.Store
+	cluster    *cluster.Cluster
+	recon      chan struct{}
+	studio     *handlers.Studio
+	hub        *Hub
+	stop       chan struct{}
+	stopped    chan struct{}
+	reconciled chan struct{}
 }
 
 // New opens the databases and prepares the router. It opens nothing on the
@@ -80,12 +108,30 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, catalog: cat}
+	s := &Server{cfg: cfg, log: cfg.Logger, catalog: cat, recon: make(chan struct{}, 1)}
 	initial := cfg.PublicURL
 	if initial == "" && cfg.HTTPAddr != "" {
 		initial = "http://" + cfg.HTTPAddr
 	}
 	s.url.Store(&initial)
+	if cfg.RaftAddr == "" {
+		cfg.RaftAddr = RaftAddrFor(cfg.HTTPAddr)
+	}
+	s.cluster, err = cluster.Open(cluster.Config{
+		NodeTag: cfg.NodeTag, RaftAddr: cfg.RaftAddr, URL: initial, Dir: filepath.Join(cfg.DataDir, "raft"),
+		Bootstrap: cfg.Join == "", Logger: cfg.Logger, Forward: handlers.Forward,
+		HeartbeatTimeout: cfg.ElectionTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.ElectionTimeout / 2,
+	})
+	if err != nil {
+		cat.Close()
+		return nil, err
+	}
+	s.cluster.OnChange(func() {
+		select {
+		case s.recon <- struct{}{}:
+		default:
+		}
+	})
 
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -107,15 +153,19 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
 	s.activity = activity.New()
 	s.alerts = alerts.New()
-	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity}
+	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster}
 	api.Register(e)
-	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL}
+	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster}
 	s.studio.Register(e)
 	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
 	e.GET("/studio/live", s.hub.Serve)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", http.FileServer(http.FS(static.Files)))))
-	s.watch()
 	s.echo = e
+	s.watch()
+	if err := s.startCluster(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.http = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	return s, nil
 }
@@ -150,9 +200,12 @@ func (s *Server) watch() {
 		s.hub.Notify("")
 	})
 	s.alerts.OnChange(func() { s.hub.Notify("") })
+	s.cluster.OnChange(func() { s.hub.Notify("") })
 	s.activity.OnHiLo(s.hub.Notify)
 	s.stop, s.stopped = make(chan struct{}), make(chan struct{})
+	s.reconciled = make(chan struct{})
 	go s.tick()
+	go s.reconcile()
 }
 
 func (s *Server) watchDB(db *storage.DB) {
@@ -208,7 +261,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
 	err := s.http.Shutdown(ctx)
 	s.stopTicker()
-	return errors.Join(err, s.catalog.Close())
+	return errors.Join(err, s.cluster.Shutdown(), s.catalog.Close())
 }
 
 func (s *Server) stopTicker() {
@@ -217,6 +270,7 @@ func (s *Server) stopTicker() {
 	default:
 		close(s.stop)
 		<-s.stopped
+		<-s.reconciled
 	}
 }
 
@@ -224,5 +278,8 @@ func (s *Server) stopTicker() {
 // served).
 func (s *Server) Close() error {
 	s.stopTicker()
-	return s.catalog.Close()
+	return errors.Join(s.cluster.Shutdown(), s.catalog.Close())
 }
+
+// Cluster is the node's Raft view.
+func (s *Server) Cluster() *cluster.Cluster { return s.cluster }

@@ -232,45 +232,44 @@ type Result struct {
 	Deleted      bool
 }
 
-// Identities takes identity values inside a write transaction, never a
-// value whose document exists.
+// Identities takes identity values for a database: unique cluster-wide,
+// and never one whose document exists on this node.
 type Identities interface {
-	Take(tx *storage.Tx, prefixes []string) ([]int64, error)
-}
-
-// Writer is the database as the executor needs it.
-type Writer interface {
-	Write(ctx context.Context, fn func(tx *storage.Tx) error) error
+	TakeIdentities(ctx context.Context, db *storage.DB, prefixes []string) ([]int64, error)
 }
 
 // Execute runs the commands as one transaction: every command applies, or
 // none does. Identity ids (ending in '|') are resolved first, all of them in
-// one step, and their documents must be new.
-func Execute(ctx context.Context, db Writer, ident Identities, cmds []Command) ([]Result, error) {
+// one step through ident, and their documents must be new: if one appeared
+// meanwhile the batch fails with a concurrency error instead of overwriting.
+func Execute(ctx context.Context, db *storage.DB, ident Identities, cmds []Command) ([]Result, error) {
+	var prefixes []string
+	var at []int
+	for i, c := range cmds {
+		if c.Type == Put && strings.HasSuffix(c.ID, "|") {
+			if c.ChangeVector != nil && *c.ChangeVector != "" {
+				return nil, dberr.New(dberr.BadRequest, "Document id '%s' is an identity id: it cannot be combined with a change vector", c.ID)
+			}
+			prefixes = append(prefixes, c.ID)
+			at = append(at, i)
+		}
+	}
+	resolved := map[int]string{}
+	if len(prefixes) > 0 {
+		if ident == nil {
+			return nil, dberr.New(dberr.Unavailable, "identities are not available on this node")
+		}
+		values, err := ident.TakeIdentities(ctx, db, prefixes)
+		if err != nil {
+			return nil, err
+		}
+		for j, v := range values {
+			resolved[at[j]] = strings.TrimSuffix(prefixes[j], "|") + db.Separator() + itoa(v)
+		}
+	}
 	var results []Result
 	err := db.Write(ctx, func(tx *storage.Tx) error {
 		results = make([]Result, len(cmds))
-		var prefixes []string
-		var at []int
-		for i, c := range cmds {
-			if c.Type == Put && strings.HasSuffix(c.ID, "|") {
-				if c.ChangeVector != nil && *c.ChangeVector != "" {
-					return dberr.New(dberr.BadRequest, "Document id '%s' is an identity id: it cannot be combined with a change vector", c.ID)
-				}
-				prefixes = append(prefixes, c.ID)
-				at = append(at, i)
-			}
-		}
-		resolved := map[int]string{}
-		if len(prefixes) > 0 {
-			values, err := ident.Take(tx, prefixes)
-			if err != nil {
-				return err
-			}
-			for j, v := range values {
-				resolved[at[j]] = strings.TrimSuffix(prefixes[j], "|") + tx.Separator() + itoa(v)
-			}
-		}
 		empty := ""
 		for i, c := range cmds {
 			switch c.Type {

@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rookerydb/rookery/backend/batch"
+	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
@@ -72,18 +74,38 @@ func openDB(t *testing.T) *storage.DB {
 	return db
 }
 
-func run(t *testing.T, db *storage.DB, body string) ([]batch.Result, error) {
+// openCluster starts a real one-node Raft cluster with database "t".
+func openCluster(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	c, err := cluster.Open(cluster.Config{NodeTag: "A", RaftAddr: "127.0.0.1:0", URL: "http://127.0.0.1:1", Dir: t.TempDir(), Bootstrap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Shutdown() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateDatabase(ctx, cluster.Database{Name: "t", Members: []string{"A"}}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func run(t *testing.T, c *cluster.Cluster, db *storage.DB, body string) ([]batch.Result, error) {
 	t.Helper()
 	cmds, err := batch.Parse(strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return batch.Execute(context.Background(), db, ids.Local{}, cmds)
+	return batch.Execute(context.Background(), db, ids.Cluster{Src: c}, cmds)
 }
 
 func TestExecuteIdentitiesAndAllOrNothing(t *testing.T) {
 	db := openDB(t)
-	res, err := run(t, db, `{"Commands":[
+	c := openCluster(t)
+	res, err := run(t, c, db, `{"Commands":[
 		{"Id":"Companies|","Document":{"@metadata":{"@collection":"Companies"}},"Type":"PUT"},
 		{"Id":"companies|","Document":{"@metadata":{"@collection":"Companies"}},"Type":"PUT"},
 		{"Id":"companies/","Document":{"@metadata":{"@collection":"Companies"}},"Type":"PUT"}]}`)
@@ -93,8 +115,9 @@ func TestExecuteIdentitiesAndAllOrNothing(t *testing.T) {
 	if res[0].ID != "Companies/1" || res[1].ID != "companies/2" || !strings.HasPrefix(res[2].ID, "companies/000000000000000000") {
 		t.Fatalf("ids %v %v %v", res[0].ID, res[1].ID, res[2].ID)
 	}
-	// The second command fails: nothing of the batch may stay, not even the identity value.
-	_, err = run(t, db, `{"Commands":[
+	// The second command fails: no document of the batch stays. The identity
+	// value is consumed (it went through the log), as in RavenDB.
+	_, err = run(t, c, db, `{"Commands":[
 		{"Id":"companies|","Document":{"@metadata":{"@collection":"Companies"}},"Type":"PUT"},
 		{"Id":"companies/1","ChangeVector":"A:999-zz","Document":{"@metadata":{"@collection":"Companies"}},"Type":"PUT"}]}`)
 	if !dberr.Is(err, dberr.Concurrency) {
@@ -103,17 +126,16 @@ func TestExecuteIdentitiesAndAllOrNothing(t *testing.T) {
 	if d, _ := db.Get(context.Background(), "companies/3"); d != nil {
 		t.Fatal("rejected batch left a document")
 	}
-	counters, _ := db.Identities(context.Background())
-	if counters["companies|"] != 2 {
-		t.Fatalf("rejected batch moved the identity: %v", counters)
+	if counters := c.Identities("t"); counters["companies|"] != 3 {
+		t.Fatalf("counters after the rejected batch: %v", counters)
 	}
 	// An identity id with a change vector is refused.
-	_, err = run(t, db, `{"Commands":[{"Id":"companies|","ChangeVector":"A:1-x","Document":{},"Type":"PUT"}]}`)
+	_, err = run(t, c, db, `{"Commands":[{"Id":"companies|","ChangeVector":"A:1-x","Document":{},"Type":"PUT"}]}`)
 	if !dberr.Is(err, dberr.BadRequest) {
 		t.Fatalf("err %v", err)
 	}
 	// Delete of a missing document is a no-op result.
-	res, err = run(t, db, `{"Commands":[{"Id":"nope/1","Type":"DELETE"},{"Id":"companies/2","Type":"DELETE"}]}`)
+	res, err = run(t, c, db, `{"Commands":[{"Id":"nope/1","Type":"DELETE"},{"Id":"companies/2","Type":"DELETE"}]}`)
 	if err != nil || res[0].Deleted || !res[1].Deleted || res[1].ChangeVector == "" {
 		t.Fatalf("delete results %+v %v", res, err)
 	}

@@ -54,7 +54,13 @@ type Cluster struct {
 
 	hooksMu sync.Mutex
 	hooks   []func()
+
+	existing bool
 }
+
+// HadState tells whether the node started from existing Raft state (a
+// restart) rather than fresh.
+func (c *Cluster) HadState() bool { return c.existing }
 
 // Open starts Raft on this node.
 func Open(cfg Config) (*Cluster, error) {
@@ -86,7 +92,11 @@ func Open(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft address %q: %w", cfg.RaftAddr, err)
 	}
-	c.transport, err = raft.NewTCPTransport(cfg.RaftAddr, addr, 4, 5*time.Second, io.Discard)
+	var advertise net.Addr = addr
+	if addr.Port == 0 {
+		advertise = nil // the listener's real port (tests)
+	}
+	c.transport, err = raft.NewTCPTransport(cfg.RaftAddr, advertise, 4, 5*time.Second, io.Discard)
 	if err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
 	}
@@ -105,6 +115,7 @@ func Open(cfg Config) (*Cluster, error) {
 		c.closeStores()
 		return nil, err
 	}
+	c.existing = existing
 	c.raft, err = raft.NewRaft(rc, c.fsm, c.store, c.store, snaps, c.transport)
 	if err != nil {
 		c.closeStores()
@@ -359,20 +370,6 @@ func (c *Cluster) WaitLeader(ctx context.Context) error {
 	}
 }
 
-// Member is a node as the cluster page shows it.
-type Member struct {
-	Node
-	Voter       bool
-	State       string // "leader", "follower", "candidate", or "unknown" for others
-	Leader      bool
-	Suffrage    string
-	LastIndex   uint64
-	Commit      uint64
-	Applied     uint64
-	Term        uint64
-	LastContact time.Time
-}
-
 // Status describes this node's Raft.
 type Status struct {
 	Tag         string
@@ -415,4 +412,44 @@ func (c *Cluster) Status() Status {
 		}
 	}
 	return s
+}
+
+// NextIdentities increments the counters of a database's prefixes in one log
+// entry and returns the new values.
+func (c *Cluster) NextIdentities(ctx context.Context, db string, prefixes []string) ([]int64, error) {
+	r, err := c.Apply(ctx, Command{Op: opIdentityNext, Name: db, Prefixes: prefixes})
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Values) != len(prefixes) {
+		return nil, fmt.Errorf("identity_next returned %d values for %d prefixes", len(r.Values), len(prefixes))
+	}
+	return r.Values, nil
+}
+
+// ClaimIdentity moves a counter to max(counter+1, atLeast) and returns it.
+func (c *Cluster) ClaimIdentity(ctx context.Context, db, prefix string, atLeast int64) (int64, error) {
+	r, err := c.Apply(ctx, Command{Op: opIdentityClaim, Name: db, Prefix: prefix, Value: atLeast})
+	return r.Value, err
+}
+
+// SeedIdentity sets a counter: add-max, or exactly with force.
+func (c *Cluster) SeedIdentity(ctx context.Context, db, prefix string, value int64, force bool) (int64, error) {
+	r, err := c.Apply(ctx, Command{Op: opIdentitySeed, Name: db, Prefix: prefix, Value: value, Force: force})
+	return r.Value, err
+}
+
+// CreateDatabase records a database on the given members.
+func (c *Cluster) CreateDatabase(ctx context.Context, d Database) (Result, error) {
+	return c.Apply(ctx, Command{Op: opCreateDatabase, Database: &d})
+}
+
+// DeleteDatabase removes a database record (and its identities).
+func (c *Cluster) DeleteDatabase(ctx context.Context, name string) (Result, error) {
+	return c.Apply(ctx, Command{Op: opDeleteDatabase, Name: name})
+}
+
+// AddMember adds a node to a database's members.
+func (c *Cluster) AddMember(ctx context.Context, db, tag string) (Result, error) {
+	return c.Apply(ctx, Command{Op: opAddMember, Name: db, Tag: tag})
 }

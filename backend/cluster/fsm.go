@@ -44,14 +44,14 @@ func newState() *state {
 
 // Operations of the log.
 const (
-	opAddNode         = "add_node"
-	opRemoveNode      = "remove_node"
-	opCreateDatabase  = "create_database"
-	opDeleteDatabase  = "delete_database"
-	opIdentityNext    = "identity_next"
-	opIdentityClaim   = "identity_claim"
-	opIdentitySeed    = "identity_seed"
-	opIdentityDropAll = "identity_drop_database"
+	opAddNode        = "add_node"
+	opRemoveNode     = "remove_node"
+	opCreateDatabase = "create_database"
+	opDeleteDatabase = "delete_database"
+	opIdentityNext   = "identity_next"
+	opIdentityClaim  = "identity_claim"
+	opIdentitySeed   = "identity_seed"
+	opAddMember      = "add_member"
 )
 
 // Command is one log entry.
@@ -152,6 +152,19 @@ func (f *fsm) apply(c *Command, index uint64) Result {
 				delete(st.Identities, k)
 			}
 		}
+		st.TopologyEtag = int64(index)
+	case opAddMember:
+		d, ok := st.Databases[strings.ToLower(c.Name)]
+		if !ok {
+			return Result{Err: "Database '" + c.Name + "' does not exist.", Kind: "missing"}
+		}
+		for _, m := range d.Members {
+			if m == c.Tag {
+				return Result{}
+			}
+		}
+		d.Members = append(d.Members, c.Tag)
+		sort.Strings(d.Members)
 		st.TopologyEtag = int64(index)
 	case opIdentityNext:
 		if _, ok := st.Databases[strings.ToLower(c.Name)]; !ok {

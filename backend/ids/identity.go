@@ -1,12 +1,12 @@
 package ids
 
 import (
+	"context"
 	"math"
 	"strconv"
 	"strings"
 
 	"github.com/rookerydb/rookery/backend/dberr"
-	"github.com/rookerydb/rookery/backend/storage"
 )
 
 // IdentityName normalises an identity name: lower-cased, ending with '|'.
@@ -16,14 +16,6 @@ func IdentityName(name string) string {
 		name += "|"
 	}
 	return name
-}
-
-// IdentityTx is what identities need from a write transaction.
-type IdentityTx interface {
-	Identity(name string) (int64, error)
-	SetIdentity(name string, value int64) error
-	Exists(id string) (bool, error)
-	Separator() string
 }
 
 // IdentityID builds the document id for value of the identity whose id
@@ -79,85 +71,60 @@ func NextFree(busy int64, taken func(int64) (bool, error)) (int64, int, error) {
 	return free, probes, nil
 }
 
-// Local keeps identity counters in the database file, updated in the same
-// transaction as the documents that use them.
-type Local struct{}
-
-// Take reserves one value for each entry of prefixes (each ending with '|',
-// in the case the caller wants in the final id; the same prefix may appear
-// more than once and then gets consecutive values). A value whose document
-// already exists is never returned: the counter moves past it. All of it
-// happens in tx, so the values and the documents commit together.
-func (Local) Take(tx *storage.Tx, prefixes []string) ([]int64, error) {
-	values, probes, err := Take(tx, prefixes)
-	if err == nil {
-		m := tx.Metrics()
-		m.IdentityProbes.Add(float64(probes))
-		m.IdentityCalls.WithLabelValues("next").Add(float64(len(prefixes)))
-	}
-	return values, err
+// Source hands out identity values cluster-wide (the Raft log): every value
+// it returns is returned once.
+type Source interface {
+	// NextIdentities increments each prefix's counter (in one step) and
+	// returns the new values, one per entry.
+	NextIdentities(ctx context.Context, db string, prefixes []string) ([]int64, error)
+	// ClaimIdentity moves the counter to max(counter+1, atLeast) and
+	// returns it.
+	ClaimIdentity(ctx context.Context, db, prefix string, atLeast int64) (int64, error)
 }
 
-// Take is Local.Take for any transaction that offers IdentityTx; it also
-// returns how many existence probes it made.
-func Take(tx IdentityTx, prefixes []string) ([]int64, int, error) {
-	total := 0
-	out := make([]int64, len(prefixes))
-	sep := tx.Separator()
+// maxClaims bounds the claim rounds of one value (each is a log entry).
+const maxClaims = 64
+
+// TakeFree takes one value per prefix (each ending with '|', in the case the
+// final id keeps) such that no document prefix+sep+value exists here. The
+// values come from src in one step; a value whose document exists is skipped
+// by probing (NextFree) and the counter is moved past it through src, so the
+// values stay unique cluster-wide. exists reads this node's documents. It
+// returns the values and the number of existence probes made.
+func TakeFree(ctx context.Context, src Source, db, sep string, exists func(id string) (bool, error), prefixes []string) ([]int64, int, error) {
+	values, err := src.NextIdentities(ctx, db, prefixes)
+	if err != nil {
+		return nil, 0, err
+	}
+	probes := 0
 	for i, prefix := range prefixes {
-		name := IdentityName(prefix)
-		cur, err := tx.Identity(name)
-		if err != nil {
-			return nil, total, err
-		}
-		if cur == math.MaxInt64 {
-			return nil, total, dberr.New(dberr.InvalidOperation, "identity %s is exhausted", name)
-		}
-		v := cur + 1
-		taken := func(n int64) (bool, error) { return tx.Exists(IdentityID(prefix, sep, n)) }
-		exists, err := taken(v)
-		total++
-		if err != nil {
-			return nil, total, err
-		}
-		if exists {
-			var more int
-			v, more, err = NextFree(v, taken)
-			total += more
+		taken := func(n int64) (bool, error) { return exists(IdentityID(prefix, sep, n)) }
+		v := values[i]
+		for round := 0; ; round++ {
+			busy, err := taken(v)
+			probes++
 			if err != nil {
-				return nil, total, err
+				return nil, probes, err
+			}
+			if !busy {
+				break
+			}
+			if round == maxClaims {
+				return nil, probes, dberr.New(dberr.Unavailable, "could not find a free value for identity %s after %d rounds", prefix, maxClaims)
+			}
+			free, more, err := NextFree(v, taken)
+			probes += more
+			if err != nil {
+				return nil, probes, err
+			}
+			// Claim it through the log: another writer may have taken it
+			// meanwhile, in which case the claim returns a newer value to
+			// check.
+			if v, err = src.ClaimIdentity(ctx, db, prefix, free); err != nil {
+				return nil, probes, err
 			}
 		}
-		if err := tx.SetIdentity(name, v); err != nil {
-			return nil, total, err
-		}
-		out[i] = v
+		values[i] = v
 	}
-	return out, total, nil
-}
-
-// Seed sets an identity: without force to max(current, value) (add-max),
-// with force to exactly value. It returns the resulting value.
-func (Local) Seed(tx *storage.Tx, name string, value int64, force bool) (int64, error) {
-	v, err := Seed(tx, name, value, force)
-	if err == nil {
-		tx.Metrics().IdentityCalls.WithLabelValues("seed").Inc()
-	}
-	return v, err
-}
-
-// Seed is Local.Seed for any transaction that offers IdentityTx.
-func Seed(tx IdentityTx, name string, value int64, force bool) (int64, error) {
-	name = IdentityName(name)
-	cur, err := tx.Identity(name)
-	if err != nil {
-		return 0, err
-	}
-	if !force && cur >= value {
-		return cur, nil
-	}
-	if err := tx.SetIdentity(name, value); err != nil {
-		return 0, err
-	}
-	return value, nil
+	return values, probes, nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
@@ -204,27 +205,46 @@ func TestNextFreeWithHoles(t *testing.T) {
 	}
 }
 
-func take(t *testing.T, db *storage.DB, prefixes ...string) []int64 {
+// openCluster starts a real one-node Raft cluster with database "t".
+func openCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
-	var out []int64
-	err := db.Write(context.Background(), func(tx *storage.Tx) error {
-		var err error
-		out, err = ids.Local{}.Take(tx, prefixes)
-		return err
-	})
+	c, err := cluster.Open(cluster.Config{NodeTag: "A", RaftAddr: "127.0.0.1:0", URL: "http://127.0.0.1:1", Dir: t.TempDir(), Bootstrap: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	t.Cleanup(func() { c.Shutdown() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateDatabase(ctx, cluster.Database{Name: "t", Members: []string{"A"}}); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
-func TestIdentitiesNeverOverwrite(t *testing.T) {
+func TestTakeFreeNeverOverwrites(t *testing.T) {
+	c := openCluster(t)
 	db := openDB(t)
-	if got := take(t, db, "companies|", "Companies|", "orders|"); fmt.Sprint(got) != "[1 2 1]" {
+	ctx := context.Background()
+	exists := func(id string) (bool, error) {
+		d, err := db.Get(ctx, id)
+		return d != nil, err
+	}
+	take := func(prefixes ...string) []int64 {
+		t.Helper()
+		v, _, err := ids.TakeFree(ctx, c, "t", "/", exists, prefixes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if got := take("companies|", "Companies|", "orders|"); fmt.Sprint(got) != "[1 2 1]" {
 		t.Fatalf("first values %v", got)
 	}
 	// Documents written by hand at companies/3..companies/9.
-	err := db.Write(context.Background(), func(tx *storage.Tx) error {
+	err := db.Write(ctx, func(tx *storage.Tx) error {
 		for i := 3; i <= 9; i++ {
 			p, _ := document.Parse([]byte(`{}`))
 			if _, err := tx.Put(fmt.Sprintf("companies/%d", i), p, nil); err != nil {
@@ -236,24 +256,27 @@ func TestIdentitiesNeverOverwrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := take(t, db, "companies|"); got[0] != 10 {
+	if got := take("companies|"); got[0] != 10 {
 		t.Fatalf("skipped to %v, want 10", got)
 	}
-	ids, err := db.Identities(context.Background())
-	if err != nil || ids["companies|"] != 10 || ids["orders|"] != 1 {
-		t.Fatalf("counters %v %v", ids, err)
+	if got := c.Identities("t"); got["companies|"] != 10 || got["orders|"] != 1 {
+		t.Fatalf("counters %v", got)
+	}
+	// Two prefixes of one batch landing on the same taken run get distinct values.
+	if _, err := c.SeedIdentity(ctx, "t", "companies|", 2, true); err != nil {
+		t.Fatal(err)
+	}
+	got := take("companies|", "companies|")
+	if got[0] == got[1] || got[0] < 10 || got[1] < 10 {
+		t.Fatalf("batch values %v", got)
 	}
 }
 
-func TestSeed(t *testing.T) {
-	db := openDB(t)
+func TestSeedAndClaim(t *testing.T) {
+	c := openCluster(t)
+	ctx := context.Background()
 	seed := func(v int64, force bool) int64 {
-		var out int64
-		err := db.Write(context.Background(), func(tx *storage.Tx) error {
-			var err error
-			out, err = ids.Local{}.Seed(tx, "Companies", v, force)
-			return err
-		})
+		out, err := c.SeedIdentity(ctx, "t", "Companies", v, force)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,8 +285,14 @@ func TestSeed(t *testing.T) {
 	if seed(100, false) != 100 || seed(50, false) != 100 || seed(50, true) != 50 {
 		t.Fatal("seed semantics")
 	}
-	if got := take(t, db, "companies|"); got[0] != 51 {
-		t.Fatalf("after seed %v", got)
+	if v, _ := c.ClaimIdentity(ctx, "t", "companies|", 40); v != 51 {
+		t.Fatalf("claim below the counter gives the next value, got %d", v)
+	}
+	if v, _ := c.ClaimIdentity(ctx, "t", "companies|", 70); v != 70 {
+		t.Fatalf("claim above the counter moves it, got %d", v)
+	}
+	if _, err := c.NextIdentities(ctx, "nope", []string{"a|"}); err == nil {
+		t.Fatal("identities of an unknown database")
 	}
 }
 

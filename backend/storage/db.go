@@ -490,7 +490,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 	for i := range batch {
 		batch[i].done <- errs[i]
 	}
-	if len(tx.changes) > 0 || tx.wrote {
+	if len(tx.changes) > 0 {
 		db.hooksMu.RLock()
 		for _, h := range db.hooks {
 			h(tx.changes)

@@ -71,25 +71,6 @@ func (db *DB) Recent(ctx context.Context, start, pageSize int) ([]*Document, err
 	return collect(rows)
 }
 
-// Identities returns every identity counter, keyed by lower-cased "prefix|".
-func (db *DB) Identities(ctx context.Context) (map[string]int64, error) {
-	rows, err := db.reader.QueryContext(ctx, `SELECT name, value FROM identities ORDER BY name`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var n string
-		var v int64
-		if err := rows.Scan(&n, &v); err != nil {
-			return nil, err
-		}
-		out[n] = v
-	}
-	return out, rows.Err()
-}
-
 func collect(rows *sql.Rows) ([]*Document, error) {
 	defer rows.Close()
 	var out []*Document

@@ -55,9 +55,4 @@ CREATE TABLE IF NOT EXISTS id_numbers (
 	max_n  INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 
--- Identity counters, keyed by lower-cased "prefix|".
-CREATE TABLE IF NOT EXISTS identities (
-	name  TEXT PRIMARY KEY,
-	value INTEGER NOT NULL
-) WITHOUT ROWID;
 `

@@ -19,10 +19,8 @@ const (
 	sqlRemoveTombstone = `DELETE FROM tombstones WHERE key = ? RETURNING collection`
 	sqlDeleteDoc       = `DELETE FROM docs WHERE etag = ?`
 	sqlInsertTombstone = `INSERT INTO tombstones(etag, key, id, collection, deleted_etag, change_vector, last_modified, flags) VALUES(?, ?, ?, ?, ?, ?, ?, 0)`
-	sqlGetIdentity     = `SELECT value FROM identities WHERE name = ?`
 	sqlAddIDNumbers    = `INSERT INTO id_numbers(key, prefix, suffix, docs, max_n) VALUES(?, ?, ?, ?, ?)
 			ON CONFLICT(key) DO UPDATE SET docs = docs + excluded.docs, max_n = max(max_n, excluded.max_n)`
-	sqlSetIdentity = `INSERT INTO identities(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value`
 )
 
 var writerStatements = []string{
@@ -42,7 +40,5 @@ var writerStatements = []string{
 	sqlRemoveTombstone,
 	sqlDeleteDoc,
 	sqlInsertTombstone,
-	sqlGetIdentity,
-	sqlSetIdentity,
 	sqlAddIDNumbers,
 }

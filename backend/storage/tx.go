@@ -35,8 +35,6 @@ type Tx struct {
 	pendingText string
 
 	idDeltas map[string]*IDNumbers
-	// wrote is set by writes that produce no document change (identities).
-	wrote bool
 }
 
 // stmt returns the prepared statement for q bound to this transaction.
@@ -59,7 +57,7 @@ func (tx *Tx) run(fn func(*Tx) error) error {
 	if _, err := tx.exec(sqlSavepoint); err != nil {
 		return err
 	}
-	etag, cv, cvText, nchanges, wrote := tx.lastEtag, tx.cv, tx.cvText, len(tx.changes), tx.wrote
+	etag, cv, cvText, nchanges := tx.lastEtag, tx.cv, tx.cvText, len(tx.changes)
 	saved := make(map[string]Collection, len(tx.deltas))
 	for k, d := range tx.deltas {
 		saved[k] = *d
@@ -78,7 +76,7 @@ func (tx *Tx) run(fn func(*Tx) error) error {
 		return errors.Join(err, rerr)
 	}
 	_, _ = tx.exec(sqlRelease)
-	tx.lastEtag, tx.cv, tx.cvText, tx.changes, tx.wrote = etag, cv, cvText, tx.changes[:nchanges], wrote
+	tx.lastEtag, tx.cv, tx.cvText, tx.changes = etag, cv, cvText, tx.changes[:nchanges]
 	for k := range tx.deltas {
 		if s, ok := saved[k]; ok {
 			*tx.deltas[k] = s
@@ -426,26 +424,6 @@ func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err 
 	tx.noteID(old.id, -1)
 	tx.changes = append(tx.changes, Change{Type: "Delete", ID: old.id, Collection: cname, ChangeVector: cv, Etag: etag})
 	return Info{ID: old.id, Collection: cname, ChangeVector: cv, Etag: etag, LastModified: tx.now}, true, nil
-}
-
-// Identity returns the current value of an identity counter (0 when unset).
-// name is lower-cased and must end with '|'.
-func (tx *Tx) Identity(name string) (int64, error) {
-	var v int64
-	err := tx.queryRow(sqlGetIdentity, strings.ToLower(name)).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	return v, err
-}
-
-// SetIdentity sets an identity counter.
-func (tx *Tx) SetIdentity(name string, value int64) error {
-	_, err := tx.exec(sqlSetIdentity, strings.ToLower(name), value)
-	if err == nil {
-		tx.wrote = true
-	}
-	return err
 }
 
 func concurrencyErr(format string, args ...any) error {

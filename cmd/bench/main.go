@@ -194,7 +194,7 @@ func minOf(v []float64) float64 { return slices.Min(v) }
 func maxOf(v []float64) float64 { return slices.Max(v) }
 
 func startServer(dir string) (*web.Server, string, func(), error) {
-	srv, err := web.New(web.Config{DataDir: dir, NodeTag: "A", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := web.New(web.Config{DataDir: dir, NodeTag: "A", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ElectionTimeout: 100 * time.Millisecond})
 	if err != nil {
 		return nil, "", nil, err
 	}

@@ -13,10 +13,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rookerydb/rookery/backend/catalog"
+	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
+	"github.com/rookerydb/rookery/handlers"
 	"github.com/rookerydb/rookery/web"
 )
 
@@ -24,12 +25,15 @@ import (
 // documents in one collection: the handler is called in-process, so the
 // figure is the server's work, not the network's.
 func studioPages(out io.Writer, dir string, n, samples int) error {
-	srv, err := web.New(web.Config{DataDir: filepath.Join(dir, "studio"), NodeTag: "A", PublicURL: "http://bench.local", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := web.New(web.Config{DataDir: filepath.Join(dir, "studio"), NodeTag: "A", PublicURL: "http://bench.local", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ElectionTimeout: 100 * time.Millisecond})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	db, err := srv.Catalog().Create("big", catalog.Options{})
+	if err := handlers.CreateDatabase(context.Background(), srv.Cluster(), srv.Catalog(), cluster.Database{Name: "big", Members: []string{"A"}}, "A"); err != nil {
+		return err
+	}
+	db, err := srv.Catalog().Get("big")
 	if err != nil {
 		return err
 	}
@@ -59,15 +63,15 @@ func studioPages(out io.Writer, dir string, n, samples int) error {
 		if _, err := ids.NextRange(tx, "items", 0, "", "", int64(n)); err != nil {
 			return err
 		}
-		for _, p := range []string{"orders", "invoices", "companies"} {
-			if _, err := ids.Seed(tx, p, 1000, false); err != nil {
-				return err
-			}
-		}
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	for _, p := range []string{"orders", "invoices", "companies"} {
+		if _, err := srv.Cluster().SeedIdentity(ctx, "big", p, 1000, false); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(out, "(filled %d documents in %v)\n", n, time.Since(start).Round(time.Millisecond))
 	mid := db.LastEtag() / 2

@@ -10,14 +10,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -34,7 +37,10 @@ func main() {
 
 type options struct {
 	httpAddr, dataDir, nodeTag, publicURL, logLevel, logFormat string
+	raftAddr, join                                             string
 	shutdownTimeout                                            time.Duration
+	// tagSet: --node-tag (or ROOKERY_NODE_TAG) was given explicitly.
+	tagSet bool
 }
 
 // envName is the environment variable that mirrors a flag.
@@ -58,6 +64,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on SIGINT/SIGTERM")
+	fs.StringVar(&o.raftAddr, "raft-addr", "", "Raft transport address (default: the --http host with port+1000)")
+	fs.StringVar(&o.join, "join", "", "URL of a member of an existing cluster to join (without it a fresh node bootstraps a one-node cluster)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: studio [serve] [flags]\n\nEvery flag is mirrored by an environment variable (--data-dir is ROOKERY_DATA_DIR).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -66,6 +74,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		if v, ok := os.LookupEnv(envName(f.Name)); ok {
+			if f.Name == "node-tag" {
+				o.tagSet = true
+			}
 			if err := f.Value.Set(v); err != nil && envErr == nil {
 				envErr = fmt.Errorf("%s=%q: %v", envName(f.Name), v, err)
 			}
@@ -80,6 +91,11 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "node-tag" {
+			o.tagSet = true
+		}
+	})
 	return o, nil
 }
 
@@ -111,7 +127,10 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	}
 	slog.SetDefault(log)
-	srv, err := web.New(web.Config{HTTPAddr: o.httpAddr, DataDir: o.dataDir, NodeTag: o.nodeTag, PublicURL: o.publicURL, Logger: log})
+	if err := resolveTag(&o, log); err != nil {
+		return err
+	}
+	srv, err := web.New(web.Config{HTTPAddr: o.httpAddr, DataDir: o.dataDir, NodeTag: o.nodeTag, PublicURL: o.publicURL, Logger: log, RaftAddr: o.raftAddr, Join: o.join})
 	if err != nil {
 		return err
 	}
@@ -141,4 +160,54 @@ func run(args []string, stderr io.Writer) error {
 	}
 	log.Info("shut down cleanly")
 	return nil
+}
+
+// resolveTag settles the node tag: an explicit --node-tag wins; otherwise
+// the tag this data directory had before; otherwise, when joining, the one
+// the cluster proposes; otherwise A. The tag is remembered in the data
+// directory, since it names the node in the cluster for good.
+func resolveTag(o *options, log *slog.Logger) error {
+	file := filepath.Join(o.dataDir, "node-tag")
+	saved := ""
+	if b, err := os.ReadFile(file); err == nil {
+		saved = strings.TrimSpace(string(b))
+	}
+	switch {
+	case o.tagSet:
+		if saved != "" && saved != o.nodeTag {
+			return fmt.Errorf("this data directory belongs to node %s; --node-tag %s does not match (use a fresh --data-dir for a new node)", saved, o.nodeTag)
+		}
+	case saved != "":
+		o.nodeTag = saved
+	case o.join != "":
+		tag, err := proposedTag(o.join)
+		if err != nil {
+			return fmt.Errorf("asking %s for a node tag: %w", o.join, err)
+		}
+		o.nodeTag = tag
+		log.Info("node tag assigned by the cluster", "node_tag", tag)
+	}
+	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(file, []byte(o.nodeTag+"\n"), 0o644)
+}
+
+func proposedTag(join string) (string, error) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	var last error
+	for i := 0; i < 50; i++ {
+		resp, err := client.Get(strings.TrimRight(join, "/") + "/admin/cluster/next-tag")
+		if err == nil {
+			var v struct{ Tag string }
+			err = json.NewDecoder(resp.Body).Decode(&v)
+			resp.Body.Close()
+			if err == nil && v.Tag != "" {
+				return v.Tag, nil
+			}
+		}
+		last = err
+		time.Sleep(200 * time.Millisecond)
+	}
+	return "", last
 }

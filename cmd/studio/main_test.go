@@ -67,6 +67,19 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// raftAddrFor gives a data directory a stable free Raft address, so a
+// restarted node keeps its address.
+var raftAddrs = map[string]string{}
+
+func raftAddrFor(t *testing.T, dataDir string) string {
+	if a, ok := raftAddrs[dataDir]; ok {
+		return a
+	}
+	a := freeAddr(t)
+	raftAddrs[dataDir] = a
+	return a
+}
+
 type node struct {
 	cmd  *exec.Cmd
 	url  string
@@ -77,7 +90,7 @@ type node struct {
 func start(t *testing.T, dataDir, addr string) *node {
 	t.Helper()
 	n := &node{url: "http://" + addr, logs: &bytes.Buffer{}, done: make(chan error, 1)}
-	n.cmd = exec.Command(binary, "serve", "--http", addr, "--data-dir", dataDir, "--node-tag", "A")
+	n.cmd = exec.Command(binary, "serve", "--http", addr, "--data-dir", dataDir, "--node-tag", "A", "--raft-addr", raftAddrFor(t, dataDir))
 	n.cmd.Stdout = n.logs
 	n.cmd.Stderr = n.logs
 	if err := n.cmd.Start(); err != nil {

@@ -48,6 +48,8 @@ func Start(t testing.TB, opts ...Options) *Node {
 		DataDir:  o.DataDir,
 		NodeTag:  o.NodeTag,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// Short Raft timeouts: a one-node cluster leads at once.
+		ElectionTimeout: 100 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)

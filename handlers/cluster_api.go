@@ -1,0 +1,267 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rookerydb/rookery/backend/catalog"
+	"github.com/rookerydb/rookery/backend/cluster"
+	"github.com/rookerydb/rookery/backend/dberr"
+)
+
+// topologyEtag tells a client whose topology is older than the cluster's to
+// fetch it again (Refresh-Topology), as RavenDB does.
+func (a *API) topologyEtag(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if h := c.Request().Header.Get("Topology-Etag"); h != "" {
+			if n, err := strconv.ParseInt(unquote(h), 10, 64); err == nil && n < a.Cluster.TopologyEtag() {
+				c.Response().Header().Set("Refresh-Topology", "true")
+			}
+		}
+		return next(c)
+	}
+}
+
+func (a *API) clusterStatus(c echo.Context) error {
+	st := a.Cluster.Status()
+	type node struct{ Tag, Url, RaftAddr, Suffrage string }
+	urls := map[string]string{}
+	for _, n := range a.Cluster.Nodes() {
+		urls[n.Tag] = n.URL
+	}
+	var nodes []node
+	for _, s := range st.Servers {
+		nodes = append(nodes, node{Tag: s.Tag, Url: urls[s.Tag], RaftAddr: s.Address, Suffrage: s.Suffrage})
+	}
+	var lastContact any
+	if !st.LastContact.IsZero() {
+		lastContact = st.LastContact.UTC().Format(time.RFC3339Nano)
+	}
+	return writeJSON(c, http.StatusOK, map[string]any{
+		"NodeTag": st.Tag, "State": st.State, "Term": st.Term, "LastIndex": st.LastIndex,
+		"CommitIndex": st.CommitIndex, "AppliedIndex": st.Applied, "LastContact": lastContact,
+		"Leader": st.LeaderTag, "Nodes": nodes,
+	})
+}
+
+// nextTag proposes the tag for a node that joins without one.
+func (a *API) nextTag(c echo.Context) error {
+	taken := map[string]bool{}
+	for _, n := range a.Cluster.Nodes() {
+		taken[n.Tag] = true
+	}
+	for _, s := range a.Cluster.Status().Servers {
+		taken[s.Tag] = true
+	}
+	for ch := 'A'; ch <= 'Z'; ch++ {
+		if !taken[string(ch)] {
+			return writeJSON(c, http.StatusOK, map[string]string{"Tag": string(ch)})
+		}
+	}
+	return dberr.New(dberr.InvalidOperation, "no free node tag A-Z left")
+}
+
+// toLeader re-sends a request to the leader when this node does not lead.
+func (a *API) toLeader(c echo.Context, body []byte) (bool, error) {
+	if a.Cluster.IsLeader() {
+		return false, nil
+	}
+	_, url := a.Cluster.Leader()
+	if url == "" {
+		return true, cluster.ErrNoQuorum
+	}
+	req, err := http.NewRequestWithContext(c.Request().Context(), c.Request().Method, url+c.Request().URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		return true, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := forwardClient.Do(req)
+	if err != nil {
+		return true, &dberr.Error{Kind: dberr.Unavailable, Msg: "the leader did not answer: " + err.Error()}
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return true, c.Blob(resp.StatusCode, echo.MIMEApplicationJSONCharsetUTF8, out)
+}
+
+var forwardClient = &http.Client{Timeout: 15 * time.Second}
+
+// clusterJoin adds a node as a voter: {"Tag","Url","RaftAddr"}.
+func (a *API) clusterJoin(c echo.Context) error {
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<16))
+	if err != nil {
+		return err
+	}
+	if done, err := a.toLeader(c, body); done {
+		return err
+	}
+	var n struct{ Tag, Url, RaftAddr string }
+	if err := json.Unmarshal(body, &n); err != nil {
+		return dberr.New(dberr.BadRequest, "Invalid body: expected {\"Tag\",\"Url\",\"RaftAddr\"}: %v", err)
+	}
+	if n.Tag == "" || n.Url == "" || n.RaftAddr == "" {
+		return dberr.New(dberr.BadRequest, "Tag, Url and RaftAddr are required")
+	}
+	for _, ch := range n.Tag {
+		if ch < 'A' || ch > 'Z' || len(n.Tag) > 4 {
+			return dberr.New(dberr.BadRequest, "node tag %q: use 1 to 4 upper-case letters", n.Tag)
+		}
+	}
+	if err := a.Cluster.AddVoter(c.Request().Context(), cluster.Node{Tag: n.Tag, URL: strings.TrimRight(n.Url, "/"), RaftAddr: n.RaftAddr}); err != nil {
+		return err
+	}
+	// A new node holds every database that lives on all nodes.
+	for _, d := range a.Cluster.Databases() {
+		if d.ReplicationFactor == 0 {
+			if _, err := a.Cluster.AddMember(c.Request().Context(), d.Name, n.Tag); err != nil {
+				return err
+			}
+		}
+	}
+	return writeJSON(c, http.StatusOK, map[string]string{"Tag": n.Tag})
+}
+
+func (a *API) clusterRemove(c echo.Context) error {
+	if done, err := a.toLeader(c, nil); done {
+		return err
+	}
+	tag, err := requiredParam(c, "tag")
+	if err != nil {
+		return err
+	}
+	if err := a.Cluster.RemoveNode(c.Request().Context(), tag); err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, map[string]string{"Removed": tag})
+}
+
+func (a *API) clusterStepDown(c echo.Context) error {
+	if done, err := a.toLeader(c, nil); done {
+		return err
+	}
+	if err := a.Cluster.StepDown(); err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, map[string]string{"SteppedDown": a.NodeTag})
+}
+
+// clusterApply is the leader's side of forwarding: a follower sends the
+// encoded command, the leader commits it and answers the Result.
+func (a *API) clusterApply(c echo.Context) error {
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	r, err := a.Cluster.ApplyEncoded(body)
+	if err != nil && dberr.KindOf(err) == dberr.Unavailable {
+		return err
+	}
+	// Errors of the command itself travel inside the Result.
+	b, _ := json.Marshal(r)
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSONCharsetUTF8, b)
+}
+
+// Forward is the cluster's forwarder: it posts an encoded command to the
+// leader's /internal/cluster/apply.
+func Forward(ctx context.Context, leaderURL string, cmd []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, leaderURL+"/internal/cluster/apply", bytes.NewReader(cmd))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := forwardClient.Do(req)
+	if err != nil {
+		return nil, &dberr.Error{Kind: dberr.Unavailable, Msg: "the leader did not answer: " + err.Error()}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, &dberr.Error{Kind: dberr.Unavailable, Msg: err.Error()}
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, &dberr.Error{Kind: dberr.Unavailable, Msg: fmt.Sprintf("the leader answered %d: %.200s", resp.StatusCode, body)}
+	}
+	return body, nil
+}
+
+// membersFor picks the nodes of a new database: all of them by default,
+// or rf of them starting with this node.
+func (a *API) membersFor(rf int) []string {
+	var tags []string
+	for _, n := range a.Cluster.Nodes() {
+		tags = append(tags, n.Tag)
+	}
+	if len(tags) == 0 {
+		tags = []string{a.NodeTag}
+	}
+	if rf <= 0 || rf >= len(tags) {
+		return tags
+	}
+	out := []string{a.NodeTag}
+	for _, t := range tags {
+		if len(out) == rf {
+			break
+		}
+		if t != a.NodeTag {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// CreateDatabase records a database in the cluster and waits until this
+// node has opened it (when it is a member).
+func CreateDatabase(ctx context.Context, cl *cluster.Cluster, cat *catalog.Catalog, d cluster.Database, self string) error {
+	if err := catalog.ValidateName(d.Name); err != nil {
+		return err
+	}
+	if d.Separator == "" {
+		d.Separator = "/"
+	}
+	if len([]rune(d.Separator)) != 1 || d.Separator == "|" {
+		return dberr.New(dberr.BadRequest, "The identity parts separator must be one character other than '|', not %q", d.Separator)
+	}
+	d.Created = time.Now().UTC()
+	if _, err := cl.CreateDatabase(ctx, d); err != nil {
+		return err
+	}
+	for _, m := range d.Members {
+		if m == self {
+			return waitFor(ctx, func() bool { _, err := cat.Get(d.Name); return err == nil })
+		}
+	}
+	return nil
+}
+
+// DeleteDatabase removes a database record and waits until this node has
+// closed and removed its files.
+func DeleteDatabase(ctx context.Context, cl *cluster.Cluster, cat *catalog.Catalog, name string) error {
+	if _, err := cl.DeleteDatabase(ctx, name); err != nil {
+		return err
+	}
+	return waitFor(ctx, func() bool { _, err := cat.Get(name); return err != nil })
+}
+
+func waitFor(ctx context.Context, done func() bool) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for !done() {
+		if time.Now().After(deadline) {
+			return &dberr.Error{Kind: dberr.Unavailable, Msg: "the change was committed but this node has not applied it yet"}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}

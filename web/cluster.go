@@ -1,0 +1,129 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rookerydb/rookery/backend/catalog"
+	"github.com/rookerydb/rookery/backend/cluster"
+)
+
+// startCluster brings the node into its cluster: a fresh node that was
+// given a member's URL joins it; a bootstrapped node waits to lead. Then
+// the node makes sure the cluster knows its URL, and adopts databases that
+// exist on disk but not in the cluster state (a data directory from before
+// the cluster existed).
+func (s *Server) startCluster() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if s.cfg.Join != "" && !s.cluster.HadState() {
+		if err := s.join(ctx); err != nil {
+			return err
+		}
+	}
+	if err := s.cluster.WaitLeader(ctx); err != nil {
+		// A restarted node of a cluster that has no quorum yet: serve
+		// anyway (HiLo and documents work); cluster writes fail fast.
+		s.log.Warn("no cluster leader yet; serving without one", "error", err)
+		return nil
+	}
+	if err := s.cluster.RegisterSelf(ctx); err != nil {
+		s.log.Warn("could not register this node's URL in the cluster", "error", err)
+	}
+	if s.cluster.IsLeader() {
+		for _, db := range s.catalog.All() {
+			if _, ok := s.cluster.Database(db.Name()); !ok {
+				_, err := s.cluster.CreateDatabase(ctx, cluster.Database{Name: db.Name(), Members: []string{s.cfg.NodeTag}, Separator: db.Separator(), Created: time.Now().UTC()})
+				if err != nil {
+					s.log.Warn("could not adopt a local database into the cluster", "database", db.Name(), "error", err)
+				}
+			}
+		}
+	}
+	// Apply what the state says before serving.
+	s.applyRecords(map[string]bool{})
+	return nil
+}
+
+func (s *Server) join(ctx context.Context) error {
+	body, _ := json.Marshal(map[string]string{"Tag": s.cfg.NodeTag, "Url": s.URL(), "RaftAddr": s.cluster.RaftAddr()})
+	url := strings.TrimRight(s.cfg.Join, "/") + "/admin/cluster/join"
+	var last error
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				s.log.Info("joined the cluster", "via", s.cfg.Join, "node_tag", s.cfg.NodeTag)
+				return nil
+			}
+			last = fmt.Errorf("join via %s: %d %s", s.cfg.Join, resp.StatusCode, b)
+			if resp.StatusCode == http.StatusBadRequest {
+				return last
+			}
+		} else {
+			last = err
+		}
+		time.Sleep(time.Duration(min(attempt+1, 10)) * 100 * time.Millisecond)
+	}
+	return fmt.Errorf("could not join the cluster: %w", last)
+}
+
+// reconcile keeps the local database files in line with the cluster's
+// database records. The state machine only changes memory; this goroutine
+// does the file work.
+func (s *Server) reconcile() {
+	defer close(s.reconciled)
+	known := map[string]bool{}
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.recon:
+		}
+		known = s.applyRecords(known)
+	}
+}
+
+// applyRecords opens databases this node is a member of and removes those
+// whose record was deleted since known was taken. It returns the records it
+// saw.
+func (s *Server) applyRecords(known map[string]bool) map[string]bool {
+	seen := map[string]bool{}
+	for _, d := range s.cluster.Databases() {
+		key := strings.ToLower(d.Name)
+		seen[key] = true
+		member := false
+		for _, m := range d.Members {
+			member = member || m == s.cfg.NodeTag
+		}
+		if !member {
+			continue
+		}
+		if _, err := s.catalog.Get(d.Name); err != nil {
+			if _, err := s.catalog.Create(d.Name, catalog.Options{Separator: d.Separator}); err != nil {
+				s.log.Error("could not open a database the cluster placed here", "database", d.Name, "error", err)
+			}
+		}
+	}
+	for key := range known {
+		if seen[key] {
+			continue
+		}
+		if db, err := s.catalog.Get(key); err == nil {
+			if err := s.catalog.Delete(db.Name()); err != nil {
+				s.log.Error("could not delete a database removed from the cluster", "database", key, "error", err)
+			}
+		}
+	}
+	return seen
+}

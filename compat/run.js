@@ -171,13 +171,15 @@ async function main() {
         }
         const port = await freePort();
         const baseUrl = `http://127.0.0.1:${port}`;
-        const args = ["serve", "--http", `127.0.0.1:${port}`, "--data-dir", path.join(tmp, "data"), "--node-tag", "A"];
+        const raftPort = await freePort();
+        const args = ["serve", "--http", `127.0.0.1:${port}`, "--data-dir", path.join(tmp, "data"), "--node-tag", "A", "--raft-addr", `127.0.0.1:${raftPort}`];
         log(`$ ${bin} ${args.join(" ")}   (log: ${logPath})`);
         logFd = fs.openSync(logPath, "a");
         server = spawn(bin, args, { stdio: ["ignore", logFd, logFd] });
         server.on("error", err => log(`server failed to start: ${err.message}`));
         await waitReady(baseUrl, server);
         log(`server ready at ${baseUrl}`);
+        process.env.ROOKERY_BIN = bin; // cluster tests start their own nodes from it
         status = await runTests(baseUrl, extra);
     } catch (err) {
         log(`error: ${err.message}`);

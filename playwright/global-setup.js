@@ -41,7 +41,9 @@ module.exports = async () => {
   const port = await freePort();
   const url = "http://127.0.0.1:" + port;
   const log = fs.openSync(path.join(tmp, "server.log"), "w");
-  const child = spawn(bin, ["serve", "--http", "127.0.0.1:" + port, "--data-dir", path.join(tmp, "data"), "--node-tag", "A"], {
+  const raftPort = await freePort();
+  process.env.ROOKERY_BIN = bin; // specs that need more nodes start them from it
+  const child = spawn(bin, ["serve", "--http", "127.0.0.1:" + port, "--data-dir", path.join(tmp, "data"), "--node-tag", "A", "--raft-addr", "127.0.0.1:" + raftPort], {
     stdio: ["ignore", log, log],
     detached: false,
   });

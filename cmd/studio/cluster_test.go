@@ -325,6 +325,10 @@ func tokens(t *testing.T, n *cnode, db string, ids []string) map[string]string {
 		chunk := ids[i:min(i+200, len(ids))]
 		body, _ := json.Marshal(map[string]any{"Ids": chunk})
 		st, b, err := callWith(writeClient, "POST", n.url+"/databases/"+db+"/docs", string(body))
+		if err == nil && st == http.StatusNotFound && len(chunk) == 1 {
+			out[chunk[0]] = "<missing>" // one missing id is a 404, as in RavenDB
+			continue
+		}
 		if err != nil || st != 200 {
 			t.Fatalf("load from %s: %d %v %s", n.name, st, err, b)
 		}
@@ -429,8 +433,8 @@ func (tc *testCluster) waitConverged(t *testing.T, nodes []*cnode, timeout time.
 			if ct.NodeTag != n.name {
 				return false, fmt.Sprintf("%s: NodeTag %q", n.name, ct.NodeTag)
 			}
-			if !mapsEqual(ct.Topology.Members, want) {
-				return false, fmt.Sprintf("%s: Members %v, want %v", n.name, ct.Topology.Members, want)
+			if !mapsEqual(ct.Topology.Members, want) || !mapsEqual(ct.Topology.AllNodes, want) {
+				return false, fmt.Sprintf("%s: Members %v, AllNodes %v, want %v", n.name, ct.Topology.Members, ct.Topology.AllNodes, want)
 			}
 			if ct.Leader == "" || (leader != "" && ct.Leader != leader) {
 				return false, fmt.Sprintf("%s: Leader %q (others %q)", n.name, ct.Leader, leader)
@@ -808,6 +812,7 @@ func TestClusterIdentitiesUniqueThroughLeaderKill(t *testing.T) {
 			afterKill++
 		}
 	}
+	t.Logf("%d acknowledged after the kill", afterKill)
 	if afterKill == 0 {
 		t.Error("no identity write was acknowledged after the leader was killed")
 	}
@@ -1046,27 +1051,20 @@ func TestClusterRemoveNode(t *testing.T) {
 		t.Fatalf("remove C through %s: %d %v %s", leader.name, st, err, b)
 	}
 	rest := []*cnode{tc.byTag["A"], tc.byTag["B"]}
-	tc.waitConverged(t, rest, 15*time.Second)
+	tc.waitConverged(t, rest, 15*time.Second) // Members and AllNodes are exactly A and B
 	for _, n := range rest {
-		ct, err := n.topology()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := ct.Topology.AllNodes["C"]; ok || len(ct.Topology.AllNodes) != 2 {
-			t.Errorf("%s: AllNodes %v after removing C", n.name, ct.Topology.AllNodes)
-		}
-		cs, err := n.status()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var tags []string
-		for _, sn := range cs.Nodes {
-			tags = append(tags, sn.Tag)
-		}
-		sort.Strings(tags)
-		if strings.Join(tags, ",") != "A,B" {
-			t.Errorf("%s: status nodes %v after removing C", n.name, tags)
-		}
+		eventually(t, 10*time.Second, n.name+" status drops C", func() (bool, string) {
+			cs, err := n.status()
+			if err != nil {
+				return false, err.Error()
+			}
+			var tags []string
+			for _, sn := range cs.Nodes {
+				tags = append(tags, sn.Tag)
+			}
+			sort.Strings(tags)
+			return strings.Join(tags, ",") == "A,B", fmt.Sprintf("status nodes %v", tags)
+		})
 	}
 	c.kill9()
 	tc.nodes = rest

@@ -86,7 +86,8 @@ func Open(cfg Config) (*Cluster, error) {
 	rc.SnapshotThreshold = 4096
 	rc.SnapshotInterval = 30 * time.Second
 	rc.TrailingLogs = 2048
-	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr})
+	// Raft logs routine catch-up of a new follower as warnings; errors only.
+	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: os.Stderr})
 
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {

@@ -165,6 +165,11 @@ func run(c config, out io.Writer) error {
 		return err
 	}
 
+	fmt.Fprintf(out, "\n## Identities through Raft on a 3-node cluster (in-process nodes, loopback)\n")
+	if err := clusterIdentities(out, filepath.Join(c.dir, "cluster"), c.identSingle, c.identBatch, c.hiloIDs); err != nil {
+		return err
+	}
+
 	if c.studioDocs > 0 {
 		fmt.Fprintf(out, "\n## Studio pages, server-side render with %d documents in one collection (30 requests each)\n", c.studioDocs)
 		if err := studioPages(out, c.dir, c.studioDocs, 30); err != nil {

@@ -16,7 +16,7 @@ func TestBenchSmoke(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	s := out.String()
-	for _, want := range []string{"raw SQLite ceiling", "slowest page p50", "HTTP bulk_docs, 4 clients", "hilo/next requests", "batched (100 identity PUTs", "N=5000"} {
+	for _, want := range []string{"raw SQLite ceiling", "slowest page p50", "3 nodes, batched identities", "HTTP bulk_docs, 4 clients", "hilo/next requests", "batched (100 identity PUTs", "N=5000"} {
 		if !bytes.Contains(out.Bytes(), []byte(want)) {
 			t.Fatalf("report lacks %q:\n%s", want, s)
 		}

@@ -227,6 +227,7 @@ func (s *Server) tick() {
 			s.activity.Sample(db.Name(), db.Writes())
 			s.hub.Tick(db.Name())
 		}
+		s.hub.Tick("") // server-wide pages (dashboard, cluster) even with no databases
 		s.studio.Tick(context.Background())
 	}
 }

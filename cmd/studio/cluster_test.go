@@ -316,6 +316,26 @@ func putDoc(n *cnode, db, id, token string) (int, []byte, error) {
 		fmt.Sprintf(`{"Token":%q,"@metadata":{"@collection":"Items"}}`, token))
 }
 
+// putNewDoc stores a document with an explicit id only if it does not
+// exist yet (If-Match with an empty change vector): it never overwrites.
+func putNewDoc(n *cnode, db, id, token string) (int, []byte, error) {
+	req, err := http.NewRequest("PUT", n.url+"/databases/"+db+"/docs?id="+url.QueryEscape(id),
+		strings.NewReader(fmt.Sprintf(`{"Token":%q,"@metadata":{"@collection":"Orders"}}`, token)))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("If-Match", `""`)
+	resp, err := writeClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, err = b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.Bytes(), err
+}
+
 // tokens loads ids from one node and returns each document's Token; a
 // missing document maps to "<missing>".
 func tokens(t *testing.T, n *cnode, db string, ids []string) map[string]string {
@@ -677,11 +697,14 @@ type ack struct {
 	id, token string
 	node      *cnode
 	afterKill bool
+	squat     bool // an explicit-id document, not an identity
 }
 
 // Eight writers take identities on all three nodes while the leader is
-// killed and restarted: no acknowledged id is given twice, and no
-// acknowledged document (nor a document that existed before) is overwritten.
+// killed and restarted, and on every node a squatter creates explicit
+// orders/N documents just ahead of the identity counter: no acknowledged
+// identity is given twice, and no acknowledged document (nor one that
+// existed before) is overwritten.
 func TestClusterIdentitiesUniqueThroughLeaderKill(t *testing.T) {
 	tc := startCluster(t)
 	const db = "idkill"
@@ -695,7 +718,7 @@ func TestClusterIdentitiesUniqueThroughLeaderKill(t *testing.T) {
 		n := tc.nodes[i%3]
 		id := fmt.Sprintf("orders/%d", v)
 		tok := "pre-" + n.name + "-" + id
-		if st, b, err := putDoc(n, db, id, tok); err != nil || st != 201 {
+		if st, b, err := putNewDoc(n, db, id, tok); err != nil || st != 201 {
 			t.Fatalf("pre put %s on %s: %d %v %s", id, n.name, st, err, b)
 		}
 		pre[n] = append(pre[n], id)
@@ -711,7 +734,39 @@ func TestClusterIdentitiesUniqueThroughLeaderKill(t *testing.T) {
 		stop     = make(chan struct{})
 		wg       sync.WaitGroup
 	)
+	var maxSeen atomic.Int64 // highest identity acknowledged so far
 	const writers, maxOps = 8, 3000
+	for i, n := range tc.nodes {
+		wg.Add(1)
+		go func(i int, n *cnode) {
+			defer wg.Done()
+			for op := 0; op < maxOps; op++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("orders/%d", maxSeen.Load()+1+int64((op*7+i*5)%23))
+				tok := fmt.Sprintf("squat-%s-%d", n.name, op)
+				st, b, err := putNewDoc(n, db, id, tok)
+				switch {
+				case err == nil && st == 201:
+					mu.Lock()
+					acks = append(acks, ack{id: id, token: tok, node: n, squat: true})
+					mu.Unlock()
+				case err == nil && st == 409:
+					// it exists already: the identity writers got there first
+				case err != nil || st == 503:
+					time.Sleep(50 * time.Millisecond) // the node is down or starting
+				default:
+					mu.Lock()
+					failures[fmt.Sprintf("explicit PUT: %d %.200s", st, b)]++
+					mu.Unlock()
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}(i, n)
+	}
 	for w := 0; w < writers; w++ {
 		wg.Add(1)
 		go func(w int) {
@@ -744,7 +799,10 @@ func TestClusterIdentitiesUniqueThroughLeaderKill(t *testing.T) {
 					key := fmt.Sprint(st)
 					if err != nil && st == 0 {
 						key = "network error"
-					} else if st != 503 && st != 502 && st != 504 && st != 408 {
+					} else if st != 503 && st != 502 && st != 504 && st != 408 && st != 409 {
+						// 409: a squatter created the document between the
+						// identity's probe and its write; the batch is refused
+						// rather than overwriting.
 						key = fmt.Sprintf("%d %.200s", st, b)
 					}
 					mu.Lock()
@@ -757,6 +815,9 @@ func TestClusterIdentitiesUniqueThroughLeaderKill(t *testing.T) {
 				mu.Lock()
 				for i, id := range ids {
 					acks = append(acks, ack{id: id, token: toks[i], node: n, afterKill: afterKill})
+					if v := identityNumber("orders", id); v > maxSeen.Load() {
+						maxSeen.Store(v)
+					}
 				}
 				mu.Unlock()
 			}
@@ -797,34 +858,52 @@ func TestClusterIdentitiesUniqueThroughLeaderKill(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	t.Logf("%d acknowledged identities; failures: %v", len(acks), failures)
+	t.Logf("%d acknowledged writes; failures: %v", len(acks), failures)
 	for k, c := range failures {
-		if k != "network error" && k != "503" && k != "502" && k != "504" && k != "408" {
+		if k != "network error" && k != "503" && k != "502" && k != "504" && k != "408" && k != "409" {
 			t.Errorf("unexpected failure answer (%d times): %s", c, k)
 		}
 	}
-	if len(acks) == 0 {
-		t.Fatal("no identity write was acknowledged")
-	}
-	afterKill := 0
+	identities, squats, afterKill := 0, 0, 0
 	for _, a := range acks {
-		if a.afterKill {
+		switch {
+		case a.squat:
+			squats++
+		case a.afterKill:
 			afterKill++
+			fallthrough
+		default:
+			identities++
 		}
 	}
-	t.Logf("%d acknowledged after the kill", afterKill)
+	t.Logf("%d identities acknowledged, %d after the kill; %d explicit documents created ahead of the counter", identities, afterKill, squats)
+	if identities == 0 {
+		t.Fatal("no identity write was acknowledged")
+	}
 	if afterKill == 0 {
 		t.Error("no identity write was acknowledged after the leader was killed")
 	}
 
-	// 0 duplicates across the whole run.
+	// 0 duplicate identities across the whole run, and no id acknowledged
+	// twice on one node (that would be an overwrite).
 	byID := map[string]ack{}
+	onNode := map[string]ack{}
 	dups := 0
 	for _, a := range acks {
 		if identityNumber("orders", a.id) < 0 {
 			t.Errorf("acknowledged id %q is not orders/N", a.id)
 		}
-		if prev, ok := byID[a.id]; ok {
+		if prev, ok := onNode[a.node.name+" "+a.id]; ok {
+			dups++
+			if dups <= 10 {
+				t.Errorf("%s acknowledged twice on %s: %s and %s", a.id, a.node.name, prev.token, a.token)
+			}
+		}
+		onNode[a.node.name+" "+a.id] = a
+		if a.squat {
+			continue
+		}
+		if prev, ok := byID[a.id]; ok && prev.node != a.node {
 			dups++
 			if dups <= 10 {
 				t.Errorf("duplicate identity %s: %s on %s and %s on %s", a.id, prev.token, prev.node.name, a.token, a.node.name)
@@ -833,7 +912,7 @@ func TestClusterIdentitiesUniqueThroughLeaderKill(t *testing.T) {
 		byID[a.id] = a
 	}
 	if dups > 0 {
-		t.Fatalf("%d duplicate identities among %d acknowledged", dups, len(acks))
+		t.Fatalf("%d duplicates among %d acknowledged", dups, len(acks))
 	}
 
 	// Every acknowledged document still has its writer's body on its node,

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -195,12 +194,11 @@ func (a *API) createDatabase(c echo.Context) error {
 	if q := c.QueryParam("name"); q != "" && !strings.EqualFold(q, name) {
 		return dberr.New(dberr.BadRequest, "The name in the query string (%s) and in the record (%s) differ", q, name)
 	}
+	// The replication factor comes from the record's body only. The npm
+	// client puts ?replicationFactor=1 on every create; honouring it would
+	// make every client-created database single-node, where Rookery's default
+	// is every node.
 	rf := rec.ReplicationFactor
-	if q := c.QueryParam("replicationFactor"); rf == 0 && q != "" {
-		if n, err := strconv.Atoi(q); err == nil && n > 0 && len(a.Cluster.Nodes()) > n {
-			rf = n
-		}
-	}
 	d := cluster.Database{Name: name, Members: a.membersFor(rf), Separator: rec.IdentityPartsSeparator}
 	if rf > 0 && rf < len(a.Cluster.Nodes()) {
 		d.ReplicationFactor = rf

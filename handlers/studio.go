@@ -199,14 +199,42 @@ func (s *Studio) databaseRows() []views.DatabaseRow {
 		st := db.Stats()
 		rows = append(rows, views.DatabaseRow{
 			Name: db.Name(), Documents: st.Documents, Size: st.SizeOnDisk, LastWrite: st.LastWrite,
-			Rate: s.Activity.Rate(db.Name()), Members: []string{s.NodeTag},
+			Rate: s.Activity.Rate(db.Name()), Members: s.members(db.Name()),
 		})
 	}
 	return rows
 }
 
+// members are the nodes a database lives on, from the cluster's record.
+func (s *Studio) members(db string) []string {
+	if s.Cluster != nil {
+		if rec, ok := s.Cluster.Database(db); ok {
+			return rec.Members
+		}
+	}
+	return []string{s.NodeTag}
+}
+
 func (s *Studio) nodes() []views.NodeInfo {
-	return []views.NodeInfo{{Tag: s.NodeTag, URL: s.URL(), State: "Leader (single node)"}}
+	if s.Cluster == nil {
+		return []views.NodeInfo{{Tag: s.NodeTag, URL: s.URL(), State: "standalone"}}
+	}
+	leader, _ := s.Cluster.Leader()
+	var out []views.NodeInfo
+	for _, n := range s.Cluster.Nodes() {
+		state := "Follower"
+		if n.Tag == leader {
+			state = "Leader"
+		}
+		if n.Tag == s.NodeTag {
+			state += " (this node)"
+		}
+		out = append(out, views.NodeInfo{Tag: n.Tag, URL: n.URL, State: state})
+	}
+	if len(out) == 0 {
+		out = []views.NodeInfo{{Tag: s.NodeTag, URL: s.URL(), State: "starting"}}
+	}
+	return out
 }
 
 func (s *Studio) dashboard(c echo.Context) error {

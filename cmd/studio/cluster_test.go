@@ -691,6 +691,16 @@ func TestClusterDatabaseOnAllMembers(t *testing.T) {
 		}
 		return len(top.Nodes) == 2 && len(tags) == 2, fmt.Sprintf("%+v", top)
 	})
+
+	// The npm client sends ?replicationFactor=1 on every create; the
+	// database still goes to every node (the body decides).
+	if st, b, err := callWith(writeClient, "PUT", leader.url+"/admin/databases?name=npmdefault&replicationFactor=1", `{"DatabaseName":"npmdefault"}`); err != nil || st != 201 {
+		t.Fatalf("create npmdefault: %d %v %s", st, err, b)
+	}
+	var top dbTopology
+	if err := getJSON(leader.url+"/topology?name=npmdefault", &top); err != nil || len(top.Nodes) != 3 {
+		t.Fatalf("npmdefault members: %+v %v", top, err)
+	}
 }
 
 type ack struct {

@@ -231,7 +231,7 @@ func (db *DB) load(opts Options) error {
 	// The etag counter never goes below what the file holds, nor below this
 	// node's own entry in the database vector.
 	var maxEtag sql.NullInt64
-	if err := db.writer.QueryRow(`SELECT max(m) FROM (SELECT max(etag) AS m FROM docs UNION ALL SELECT max(etag) FROM tombstones)`).Scan(&maxEtag); err != nil {
+	if err := db.writer.QueryRow(`SELECT max(m) FROM (SELECT max(etag) AS m FROM docs UNION ALL SELECT max(etag) FROM tombstones UNION ALL SELECT max(etag) FROM conflicts)`).Scan(&maxEtag); err != nil {
 		return err
 	}
 	if maxEtag.Int64 > db.lastEtag {

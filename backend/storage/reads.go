@@ -123,7 +123,7 @@ func (db *DB) IntegrityCheck(ctx context.Context) error {
 		}
 	}
 	var maxEtag sql.NullInt64
-	if err := db.reader.QueryRowContext(ctx, `SELECT max(m) FROM (SELECT max(etag) AS m FROM docs UNION ALL SELECT max(etag) FROM tombstones)`).Scan(&maxEtag); err != nil {
+	if err := db.reader.QueryRowContext(ctx, `SELECT max(m) FROM (SELECT max(etag) AS m FROM docs UNION ALL SELECT max(etag) FROM tombstones UNION ALL SELECT max(etag) FROM conflicts)`).Scan(&maxEtag); err != nil {
 		return err
 	}
 	if maxEtag.Int64 > db.LastEtag() {

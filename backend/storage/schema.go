@@ -44,6 +44,27 @@ CREATE TABLE IF NOT EXISTS collections (
 	tombstones INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 
+-- Conflicting versions of documents that replication could not order: a
+-- conflicted id has no row in docs, only its versions here. Versions draw
+-- etags from the same counter as documents.
+CREATE TABLE IF NOT EXISTS conflicts (
+	etag          INTEGER PRIMARY KEY,
+	key           TEXT NOT NULL,
+	id            TEXT NOT NULL,
+	collection    TEXT NOT NULL,
+	change_vector TEXT NOT NULL,
+	last_modified INTEGER NOT NULL,
+	tombstone     INTEGER NOT NULL DEFAULT 0,
+	body          BLOB
+);
+CREATE INDEX IF NOT EXISTS conflicts_key ON conflicts(key);
+
+-- Replication: the last etag accepted from each source database copy.
+CREATE TABLE IF NOT EXISTS replication_sources (
+	source    TEXT PRIMARY KEY, -- the source's database id
+	last_etag INTEGER NOT NULL
+) WITHOUT ROWID;
+
 -- Per id-prefix figures for ids of the form prefix/N or prefix/N-TAG (HiLo
 -- ids): how many exist and the highest N ever written. The HiLo page and
 -- the identity audit read them without scanning ids.

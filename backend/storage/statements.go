@@ -10,16 +10,24 @@ const (
 	sqlSetChangeVector     = `INSERT INTO meta(key, value) VALUES('change_vector', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`
 	sqlAddCollectionCounts = `INSERT INTO collections(key, name, docs, tombstones) VALUES(?, ?, ?, ?)
 			ON CONFLICT(key) DO UPDATE SET docs = docs + excluded.docs, tombstones = tombstones + excluded.tombstones`
-	sqlGetDoc          = `SELECT ` + docColumns + ` FROM docs WHERE key = ?`
-	sqlExists          = `SELECT 1 FROM docs WHERE key = ?`
-	sqlLookup          = `SELECT etag, id, collection, change_vector FROM docs WHERE key = ?`
-	sqlUpdateDoc       = `UPDATE docs SET etag = ?, change_vector = ?, last_modified = ?, body = ? WHERE etag = ?`
-	sqlInsertDoc       = `INSERT INTO docs(etag, key, id, collection, change_vector, last_modified, flags, body) VALUES(?, ?, ?, ?, ?, ?, 0, ?)`
-	sqlInsertNewDoc    = `INSERT INTO docs(etag, key, id, collection, change_vector, last_modified, flags, body) VALUES(?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT(key) DO NOTHING`
-	sqlRemoveTombstone = `DELETE FROM tombstones WHERE key = ? RETURNING collection`
-	sqlDeleteDoc       = `DELETE FROM docs WHERE etag = ?`
-	sqlInsertTombstone = `INSERT INTO tombstones(etag, key, id, collection, deleted_etag, change_vector, last_modified, flags) VALUES(?, ?, ?, ?, ?, ?, ?, 0)`
-	sqlAddIDNumbers    = `INSERT INTO id_numbers(key, prefix, suffix, docs, max_n) VALUES(?, ?, ?, ?, ?)
+	sqlGetDoc                = `SELECT ` + docColumns + ` FROM docs WHERE key = ?`
+	sqlExists                = `SELECT 1 FROM docs WHERE key = ?`
+	sqlLookup                = `SELECT etag, id, collection, change_vector FROM docs WHERE key = ?`
+	sqlUpdateDoc             = `UPDATE docs SET etag = ?, change_vector = ?, last_modified = ?, body = ? WHERE etag = ?`
+	sqlInsertDoc             = `INSERT INTO docs(etag, key, id, collection, change_vector, last_modified, flags, body) VALUES(?, ?, ?, ?, ?, ?, 0, ?)`
+	sqlInsertNewDoc          = `INSERT INTO docs(etag, key, id, collection, change_vector, last_modified, flags, body) VALUES(?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT(key) DO NOTHING`
+	sqlRemoveTombstone       = `DELETE FROM tombstones WHERE key = ? RETURNING collection`
+	sqlDeleteDoc             = `DELETE FROM docs WHERE etag = ?`
+	sqlInsertTombstone       = `INSERT INTO tombstones(etag, key, id, collection, deleted_etag, change_vector, last_modified, flags) VALUES(?, ?, ?, ?, ?, ?, ?, 0)`
+	sqlGetTombstone          = `SELECT etag, id, collection, change_vector, last_modified FROM tombstones WHERE key = ?`
+	sqlDeleteTombstoneByEtag = `DELETE FROM tombstones WHERE etag = ?`
+	sqlConflictVersions      = `SELECT etag, change_vector FROM conflicts WHERE key = ?`
+	sqlInsertConflict        = `INSERT INTO conflicts(etag, key, id, collection, change_vector, last_modified, tombstone, body) VALUES(?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlDropConflicts         = `DELETE FROM conflicts WHERE key = ?`
+	sqlDeleteConflictByEtag  = `DELETE FROM conflicts WHERE etag = ?`
+	sqlGetSourceEtag         = `SELECT last_etag FROM replication_sources WHERE source = ?`
+	sqlSetSourceEtag         = `INSERT INTO replication_sources(source, last_etag) VALUES(?, ?) ON CONFLICT(source) DO UPDATE SET last_etag = max(last_etag, excluded.last_etag)`
+	sqlAddIDNumbers          = `INSERT INTO id_numbers(key, prefix, suffix, docs, max_n) VALUES(?, ?, ?, ?, ?)
 			ON CONFLICT(key) DO UPDATE SET docs = docs + excluded.docs, max_n = max(max_n, excluded.max_n)`
 )
 
@@ -41,4 +49,12 @@ var writerStatements = []string{
 	sqlDeleteDoc,
 	sqlInsertTombstone,
 	sqlAddIDNumbers,
+	sqlGetTombstone,
+	sqlDeleteTombstoneByEtag,
+	sqlConflictVersions,
+	sqlInsertConflict,
+	sqlDropConflicts,
+	sqlDeleteConflictByEtag,
+	sqlGetSourceEtag,
+	sqlSetSourceEtag,
 }

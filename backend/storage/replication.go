@@ -1,0 +1,362 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/rookerydb/rookery/backend/changevector"
+	"github.com/rookerydb/rookery/backend/dberr"
+)
+
+// Item is one change as replication carries it: a document version or a
+// tombstone, with the change vector it was written with and its etag on the
+// source. Body is the stored form, passed through without re-encoding.
+type Item struct {
+	Type         string // "Put" or "Delete"
+	ID           string
+	Collection   string
+	ChangeVector string
+	Etag         int64
+	LastModified time.Time
+	Body         []byte
+}
+
+// ChangesAfter returns up to limit documents, tombstones and conflict
+// versions with an etag above after, in etag order: what a replication
+// destination reads next. Conflict versions travel too, so every copy ends
+// up with the same set. The tables are walked by their rowid (the etag).
+func (db *DB) ChangesAfter(ctx context.Context, after int64, limit int) ([]Item, error) {
+	rows, err := db.reader.QueryContext(ctx, `
+		SELECT 'Put', etag, id, collection, change_vector, last_modified, body FROM docs WHERE etag > ?1
+		UNION ALL
+		SELECT 'Delete', etag, id, collection, change_vector, last_modified, NULL FROM tombstones WHERE etag > ?1
+		UNION ALL
+		SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body FROM conflicts WHERE etag > ?1
+		ORDER BY 2 LIMIT ?2`, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Item
+	for rows.Next() {
+		var it Item
+		var lm int64
+		if err := rows.Scan(&it.Type, &it.Etag, &it.ID, &it.Collection, &it.ChangeVector, &lm, &it.Body); err != nil {
+			return nil, err
+		}
+		it.LastModified = time.Unix(0, lm).UTC()
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}
+
+// Outcome says what applying a replicated item did.
+type Outcome int
+
+const (
+	// Skipped: this copy had already seen the item.
+	Skipped Outcome = iota
+	// Applied: the item was newer and replaced the local version.
+	Applied
+	// Merged: the versions were concurrent but equal (same content, or a
+	// HiLo document whose highest Max won); stored with the merged vector.
+	Merged
+	// Conflicted: the versions were concurrent and different; all of them
+	// are kept in the conflicts table.
+	Conflicted
+)
+
+func (o Outcome) String() string {
+	return [...]string{"Skipped", "Applied", "Merged", "Conflicted"}[o]
+}
+
+type localVersion struct {
+	exists    bool
+	tombstone bool
+	etag      int64
+	id        string
+	coll      string
+	cv        string
+	body      []byte
+	lm        int64
+}
+
+func (tx *Tx) localVersion(key string) (localVersion, error) {
+	var v localVersion
+	err := tx.queryRow(sqlGetDoc, key).Scan(&v.etag, &v.id, &v.coll, &v.cv, &v.lm, new(int64), &v.body)
+	if err == nil {
+		v.exists = true
+		return v, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return v, err
+	}
+	err = tx.queryRow(sqlGetTombstone, key).Scan(&v.etag, &v.id, &v.coll, &v.cv, &v.lm)
+	if err == nil {
+		v.exists, v.tombstone = true, true
+		return v, nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, nil
+	}
+	return v, err
+}
+
+// ApplyReplicated applies an item that came from another copy of this
+// database. Its change vector decides: already seen (skip), newer (apply
+// with that vector), or concurrent (merge when equal, else keep every
+// version as a conflict). The database vector absorbs the item's vector in
+// every case.
+func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
+	incoming, err := changevector.Parse(it.ChangeVector)
+	if err != nil {
+		return Skipped, dberr.New(dberr.BadRequest, "replicated item %s: %v", it.ID, err)
+	}
+	if err := ValidateID(it.ID); err != nil {
+		return Skipped, err
+	}
+	key := LowerID(it.ID)
+	tx.absorb(incoming)
+	conflicts, err := tx.conflictVersions(key)
+	if err != nil {
+		return Skipped, err
+	}
+	if len(conflicts) > 0 {
+		for _, c := range conflicts {
+			cv, _ := changevector.Parse(c.cv)
+			if changevector.Compare(incoming, cv) == changevector.AlreadyMerged {
+				return Skipped, nil
+			}
+		}
+		// The stored versions are those no other version has seen; drop
+		// the ones this item supersedes, so every copy keeps the same set
+		// whatever order the versions arrive in.
+		left := 0
+		for _, c := range conflicts {
+			cv, _ := changevector.Parse(c.cv)
+			if changevector.Compare(incoming, cv) == changevector.Update {
+				if _, err := tx.exec(sqlDeleteConflictByEtag, c.etag); err != nil {
+					return Skipped, err
+				}
+				continue
+			}
+			left++
+		}
+		if left == 0 {
+			// Newer than every version: it resolves the conflict.
+			return Applied, tx.writeVersion(key, it, localVersion{})
+		}
+		return Conflicted, tx.addConflict(key, it)
+	}
+	local, err := tx.localVersion(key)
+	if err != nil {
+		return Skipped, err
+	}
+	localCV, _ := changevector.Parse(local.cv)
+	switch changevector.Compare(incoming, localCV) {
+	case changevector.AlreadyMerged:
+		return Skipped, nil
+	case changevector.Update:
+		return Applied, tx.writeVersion(key, it, local)
+	}
+	// Concurrent versions.
+	merged := changevector.Merge(incoming, localCV).String()
+	switch {
+	case local.tombstone && it.Type == "Delete",
+		!local.tombstone && it.Type == "Put" && bytes.Equal(local.body, it.Body):
+		it.ChangeVector = merged
+		return Merged, tx.writeVersion(key, it, local)
+	case !local.tombstone && it.Type == "Put" && strings.HasPrefix(key, "raven/hilo/"):
+		// HiLo documents never conflict: the highest Max wins, so a range
+		// is never handed out twice.
+		if hiloMax(local.body) > hiloMax(it.Body) {
+			it.Body, it.LastModified = local.body, time.Unix(0, local.lm).UTC()
+		}
+		it.ChangeVector = merged
+		return Merged, tx.writeVersion(key, it, local)
+	}
+	// Keep both: the local version moves into the conflicts table.
+	if err := tx.addConflict(key, Item{
+		Type: map[bool]string{true: "Delete", false: "Put"}[local.tombstone], ID: local.id, Collection: local.coll,
+		ChangeVector: local.cv, LastModified: time.Unix(0, local.lm).UTC(), Body: local.body,
+	}); err != nil {
+		return Skipped, err
+	}
+	if err := tx.removeLocal(key, local); err != nil {
+		return Skipped, err
+	}
+	return Conflicted, tx.addConflict(key, it)
+}
+
+func hiloMax(body []byte) int64 {
+	var v struct{ Max int64 }
+	_ = json.Unmarshal(body, &v)
+	return v.Max
+}
+
+// absorb merges a replicated vector into the database vector.
+func (tx *Tx) absorb(v changevector.Vector) {
+	tx.cv = changevector.Merge(tx.cv, v)
+	tx.cvText = tx.cv.String()
+}
+
+// writeVersion stores a replicated version (document or tombstone) with its
+// own change vector, replacing whatever local version there is.
+func (tx *Tx) writeVersion(key string, it Item, local localVersion) error {
+	if err := tx.removeLocal(key, local); err != nil {
+		return err
+	}
+	tx.lastEtag++
+	etag := tx.lastEtag
+	ckey, cname := tx.collectionKey(it.Collection)
+	lm := it.LastModified.UnixNano()
+	id := it.ID
+	if local.exists {
+		id = local.id // ids keep their first spelling
+	}
+	if it.Type == "Delete" {
+		if _, err := tx.exec(sqlInsertTombstone, etag, key, id, cname, local.etag, it.ChangeVector, lm); err != nil {
+			return err
+		}
+		tx.delta(ckey, cname).Tombstones++
+		tx.changes = append(tx.changes, Change{Type: "Delete", ID: id, Collection: cname, ChangeVector: it.ChangeVector, Etag: etag})
+		return nil
+	}
+	if _, err := tx.exec(sqlInsertDoc, etag, key, id, cname, it.ChangeVector, lm, it.Body); err != nil {
+		return err
+	}
+	tx.delta(ckey, cname).Docs++
+	tx.noteID(id, 1)
+	tx.changes = append(tx.changes, Change{Type: "Put", ID: id, Collection: cname, ChangeVector: it.ChangeVector, Etag: etag})
+	return nil
+}
+
+// removeLocal deletes the local document or tombstone row of key.
+func (tx *Tx) removeLocal(key string, local localVersion) error {
+	if !local.exists {
+		return nil
+	}
+	ckey, cname := tx.collectionKey(local.coll)
+	if local.tombstone {
+		if _, err := tx.exec(sqlDeleteTombstoneByEtag, local.etag); err != nil {
+			return err
+		}
+		tx.delta(ckey, cname).Tombstones--
+		return nil
+	}
+	if _, err := tx.exec(sqlDeleteDoc, local.etag); err != nil {
+		return err
+	}
+	tx.delta(ckey, cname).Docs--
+	tx.noteID(local.id, -1)
+	return nil
+}
+
+type conflictVersion struct {
+	etag int64
+	cv   string
+}
+
+func (tx *Tx) conflictVersions(key string) ([]conflictVersion, error) {
+	rows, err := tx.stmt(sqlConflictVersions).Query(key)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []conflictVersion
+	for rows.Next() {
+		var c conflictVersion
+		if err := rows.Scan(&c.etag, &c.cv); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func (tx *Tx) addConflict(key string, it Item) error {
+	tx.lastEtag++
+	tomb := 0
+	if it.Type == "Delete" {
+		tomb = 1
+	}
+	_, cname := tx.collectionKey(it.Collection)
+	_, err := tx.exec(sqlInsertConflict, tx.lastEtag, key, it.ID, cname, it.ChangeVector, it.LastModified.UnixNano(), tomb, it.Body)
+	return err
+}
+
+func (tx *Tx) dropConflicts(key string) error {
+	_, err := tx.exec(sqlDropConflicts, key)
+	return err
+}
+
+// SourceEtag is the last etag accepted from a source copy (by database id).
+func (tx *Tx) SourceEtag(source string) (int64, error) {
+	var v int64
+	err := tx.queryRow(sqlGetSourceEtag, source).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// SetSourceEtag records the last etag accepted from a source copy.
+func (tx *Tx) SetSourceEtag(source string, etag int64) error {
+	_, err := tx.exec(sqlSetSourceEtag, source, etag)
+	return err
+}
+
+// Conflict is one stored version of a conflicted document.
+type Conflict struct {
+	ID           string
+	Collection   string
+	ChangeVector string
+	LastModified time.Time
+	Tombstone    bool
+	Body         []byte
+	Etag         int64
+}
+
+// Conflicts returns the stored versions of a conflicted id (none when the
+// id is not in conflict).
+func (db *DB) Conflicts(ctx context.Context, id string) ([]Conflict, error) {
+	rows, err := db.reader.QueryContext(ctx, `SELECT etag, id, collection, change_vector, last_modified, tombstone, body FROM conflicts WHERE key = ? ORDER BY etag`, LowerID(id))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Conflict
+	for rows.Next() {
+		var c Conflict
+		var lm, tomb int64
+		if err := rows.Scan(&c.Etag, &c.ID, &c.Collection, &c.ChangeVector, &lm, &tomb, &c.Body); err != nil {
+			return nil, err
+		}
+		c.LastModified, c.Tombstone = time.Unix(0, lm).UTC(), tomb == 1
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// ConflictedIDs lists the ids in conflict, in id order.
+func (db *DB) ConflictedIDs(ctx context.Context, limit int) ([]string, error) {
+	rows, err := db.reader.QueryContext(ctx, `SELECT id FROM conflicts GROUP BY key ORDER BY key LIMIT ?`, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,251 @@
+package storage_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rookerydb/rookery/backend/storage"
+)
+
+func openTag(t *testing.T, tag string) *storage.DB {
+	t.Helper()
+	db, err := storage.Open(filepath.Join(t.TempDir(), "db.sqlite"), storage.Options{Name: "r", NodeTag: tag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// replicate sends everything from has not seen yet to to, the way a
+// replication loop does: changes in etag order after the last accepted
+// etag, applied in one transaction per batch. It returns the outcomes.
+func replicate(t *testing.T, from, to *storage.DB) map[storage.Outcome]int {
+	t.Helper()
+	ctx := context.Background()
+	out := map[storage.Outcome]int{}
+	for {
+		var after int64
+		err := to.Write(ctx, func(tx *storage.Tx) error {
+			var err error
+			after, err = tx.SourceEtag(from.DatabaseID())
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		items, err := from.ChangesAfter(ctx, after, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(items) == 0 {
+			return out
+		}
+		err = to.Write(ctx, func(tx *storage.Tx) error {
+			for _, it := range items {
+				o, err := tx.ApplyReplicated(it)
+				if err != nil {
+					return err
+				}
+				out[o]++
+			}
+			return tx.SetSourceEtag(from.DatabaseID(), items[len(items)-1].Etag)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func del(t *testing.T, db *storage.DB, id string) {
+	t.Helper()
+	err := db.Write(context.Background(), func(tx *storage.Tx) error {
+		_, _, err := tx.Delete(id, nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// state is a copy's documents and conflicts, for comparing copies.
+func state(t *testing.T, db *storage.DB) string {
+	t.Helper()
+	ctx := context.Background()
+	var lines []string
+	items, err := db.ChangesAfter(ctx, 0, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		lines = append(lines, fmt.Sprintf("%s %s %s %s", it.Type, strings.ToLower(it.ID), it.ChangeVector, it.Body))
+	}
+	ids, err := db.ConflictedIDs(ctx, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		cs, err := db.Conflicts(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			lines = append(lines, fmt.Sprintf("conflict %s %s %v %s", strings.ToLower(id), c.ChangeVector, c.Tombstone, c.Body))
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+func TestReplicationAppliesAndSkips(t *testing.T) {
+	a, b := openTag(t, "A"), openTag(t, "B")
+	for i := 0; i < 20; i++ {
+		if _, err := put(t, a, fmt.Sprintf("users/%d", i), fmt.Sprintf(`{"n":%d,"@metadata":{"@collection":"Users"}}`, i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del(t, a, "users/3")
+	if got := replicate(t, a, b); got[storage.Applied] != 20 {
+		t.Fatalf("outcomes %v", got)
+	}
+	if state(t, a) != state(t, b) {
+		t.Fatalf("copies differ:\nA:\n%s\nB:\n%s", state(t, a), state(t, b))
+	}
+	if s := b.Stats(); s.Documents != 19 || s.Tombstones != 1 {
+		t.Fatalf("B stats %+v", s)
+	}
+	// Nothing new: nothing sent. B's own write goes back to A as an update.
+	if got := replicate(t, a, b); len(got) != 0 {
+		t.Fatalf("second round %v", got)
+	}
+	if _, err := put(t, b, "users/5", `{"n":"B","@metadata":{"@collection":"Users"}}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := replicate(t, b, a)
+	if got[storage.Applied] != 1 || got[storage.Skipped] != 19 { // 18 documents and the tombstone were seen already
+		t.Fatalf("back to A %v", got)
+	}
+	if state(t, a) != state(t, b) {
+		t.Fatal("copies differ after B's update")
+	}
+	if !strings.Contains(b.ChangeVector(), "A:") || !strings.Contains(b.ChangeVector(), "B:") {
+		t.Fatalf("B's database vector %q must have absorbed A's", b.ChangeVector())
+	}
+}
+
+func TestReplicationConflictsAndMerges(t *testing.T) {
+	a, b := openTag(t, "A"), openTag(t, "B")
+	ctx := context.Background()
+	// A shared document, deleted on both sides concurrently below: merged.
+	put(t, a, "gone/1", `{}`, nil)
+	replicate(t, a, b)
+	// Concurrent different writes: a conflict on both sides.
+	put(t, a, "orders/1", `{"by":"A","@metadata":{"@collection":"Orders"}}`, nil)
+	put(t, b, "orders/1", `{"by":"B","@metadata":{"@collection":"Orders"}}`, nil)
+	// Concurrent identical writes: merged silently.
+	put(t, a, "same/1", `{"x":1}`, nil)
+	put(t, b, "same/1", `{"x":1}`, nil)
+	// HiLo: the highest Max wins.
+	put(t, a, "Raven/Hilo/users", `{"Max":64,"@metadata":{"@collection":"@hilo"}}`, nil)
+	put(t, b, "Raven/Hilo/users", `{"Max":96,"@metadata":{"@collection":"@hilo"}}`, nil)
+	del(t, a, "gone/1")
+	del(t, b, "gone/1")
+
+	ab, ba := replicate(t, a, b), replicate(t, b, a)
+	if ab[storage.Conflicted] != 1 || ab[storage.Merged] != 3 || ba[storage.Conflicted] != 1 {
+		t.Fatalf("conflicts A->B %v, B->A %v", ab, ba)
+	}
+	if state(t, a) != state(t, b) {
+		t.Fatalf("copies differ:\nA:\n%s\nB:\n%s", state(t, a), state(t, b))
+	}
+	for _, db := range []*storage.DB{a, b} {
+		if d, _ := db.Get(ctx, "orders/1"); d != nil {
+			t.Fatal("a conflicted id must have no live document")
+		}
+		cs, _ := db.Conflicts(ctx, "orders/1")
+		if len(cs) != 2 {
+			t.Fatalf("versions %d", len(cs))
+		}
+		h, _ := db.Get(ctx, "Raven/Hilo/users")
+		if h == nil || !strings.Contains(string(h.Body), `"Max":96`) {
+			t.Fatalf("hilo %v", h)
+		}
+		if d, _ := db.Get(ctx, "same/1"); d == nil || strings.Count(d.ChangeVector, ":") != 2 {
+			t.Fatalf("merged document %+v", d)
+		}
+	}
+	// A newer write that has seen both versions resolves the conflict everywhere.
+	merged, _ := a.Conflicts(ctx, "orders/1")
+	err := a.Write(ctx, func(tx *storage.Tx) error {
+		cv := merged[0].ChangeVector + ", " + merged[1].ChangeVector + ", A:999-" + a.DatabaseID()
+		_, err := tx.ApplyReplicated(storage.Item{Type: "Put", ID: "orders/1", Collection: "Orders", ChangeVector: cv, Body: []byte(`{"by":"both","@metadata":{"@collection":"Orders"}}`)})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicate(t, a, b)
+	for _, db := range []*storage.DB{a, b} {
+		if cs, _ := db.Conflicts(ctx, "orders/1"); len(cs) != 0 {
+			t.Fatal("conflict not resolved")
+		}
+		if d, _ := db.Get(ctx, "orders/1"); d == nil || !strings.Contains(string(d.Body), "both") {
+			t.Fatalf("resolution not applied: %+v", d)
+		}
+	}
+}
+
+// Random writes on three copies and random pairwise replication, then a
+// full exchange: every copy ends with the same documents, change vectors
+// and conflicts.
+func TestReplicationConverges(t *testing.T) {
+	dbs := []*storage.DB{openTag(t, "A"), openTag(t, "B"), openTag(t, "C")}
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewSource(seed))
+	for step := 0; step < 300; step++ {
+		db := dbs[r.Intn(3)]
+		id := fmt.Sprintf("k/%d", r.Intn(25))
+		switch r.Intn(10) {
+		case 0:
+			_ = db.Write(context.Background(), func(tx *storage.Tx) error { _, _, err := tx.Delete(id, nil); return err })
+		case 1, 2, 3:
+			i, j := r.Intn(3), r.Intn(3)
+			if i != j {
+				replicate(t, dbs[i], dbs[j])
+			}
+		default:
+			// A conflicted id refuses local puts until resolved; skip those.
+			if cs, _ := db.Conflicts(context.Background(), id); len(cs) > 0 {
+				continue
+			}
+			put(t, db, id, fmt.Sprintf(`{"v":%d,"@metadata":{"@collection":"K"}}`, step), nil)
+		}
+	}
+	for round := 0; round < 3; round++ {
+		for i := range dbs {
+			for j := range dbs {
+				if i != j {
+					replicate(t, dbs[i], dbs[j])
+				}
+			}
+		}
+	}
+	s0 := state(t, dbs[0])
+	for i := 1; i < 3; i++ {
+		if s := state(t, dbs[i]); s != s0 {
+			t.Fatalf("copy %d differs:\n%s\nvs\n%s", i, s, s0)
+		}
+	}
+	for _, db := range dbs {
+		if err := db.IntegrityCheck(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -55,6 +55,16 @@ func (a *API) loadDocs(c echo.Context, idList []string) error {
 		if docs, err = db.GetMany(ctx, idList); err != nil {
 			return err
 		}
+		for i, d := range docs {
+			if d != nil {
+				continue
+			}
+			if conflicted, err := db.HasConflict(ctx, idList[i]); err != nil {
+				return err
+			} else if conflicted {
+				return dberr.New(dberr.DocumentConflict, "Conflict detected on '%s': its versions must be resolved before it can be loaded.", idList[i])
+			}
+		}
 		if len(idList) == 1 && docs[0] == nil {
 			return c.NoContent(http.StatusNotFound)
 		}

@@ -58,6 +58,8 @@ func ravenError(err error) (status int, typ, msg string) {
 		return http.StatusServiceUnavailable, "Raven.Client.Exceptions.Database.DatabaseDoesNotExistException", de.Error()
 	case dberr.InvalidOperation:
 		return http.StatusBadRequest, "System.InvalidOperationException", de.Error()
+	case dberr.DocumentConflict:
+		return http.StatusConflict, "Raven.Client.Exceptions.Documents.DocumentConflictException", de.Error()
 	case dberr.Unavailable:
 		return http.StatusServiceUnavailable, "Raven.Client.Exceptions.Database.DatabaseDisabledException", de.Error()
 	}

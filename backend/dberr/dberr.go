@@ -26,6 +26,8 @@ const (
 	InvalidOperation
 	// Unavailable means the node cannot serve now, e.g. it is shutting down (503).
 	Unavailable
+	// DocumentConflict is a document whose versions conflict (409).
+	DocumentConflict
 )
 
 // Error is an engine error with a kind and a readable message.

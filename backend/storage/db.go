@@ -85,6 +85,9 @@ type DB struct {
 	idNumbers   map[string]map[string]*IDNumbers // by prefix, then suffix
 	lastWrite   time.Time
 	writes      atomic.Int64 // documents written since open
+	// conflicted is set once the file holds a conflict (a cheap guard for
+	// loads of missing ids).
+	conflicted atomic.Bool
 
 	hooksMu sync.RWMutex
 	hooks   []func([]Change)
@@ -259,6 +262,11 @@ func (db *DB) load(opts Options) error {
 		*db.idShape(r.Prefix, r.Suffix) = r
 	}
 	irows.Close()
+	var any int
+	if err := db.writer.QueryRow(`SELECT count(*) FROM (SELECT 1 FROM conflicts LIMIT 1)`).Scan(&any); err != nil {
+		return err
+	}
+	db.conflicted.Store(any > 0)
 	crows, err := db.writer.Query(`SELECT key, name, docs, tombstones FROM collections`)
 	if err != nil {
 		return err
@@ -468,6 +476,9 @@ func (db *DB) runBatch(batch []*writeReq) {
 	}
 	db.mu.Unlock()
 	db.writes.Add(int64(len(tx.changes)))
+	if tx.anyConflicts {
+		db.conflicted.Store(true)
+	}
 	db.metrics.TxMergeSize.Observe(float64(len(batch)))
 	db.metrics.TxCommitSeconds.Observe(time.Since(start).Seconds())
 	db.metrics.Transactions.WithLabelValues("committed").Inc()

@@ -260,9 +260,14 @@ func (tx *Tx) removeLocal(key string, local localVersion) error {
 type conflictVersion struct {
 	etag int64
 	cv   string
+	id   string
+	coll string
 }
 
 func (tx *Tx) conflictVersions(key string) ([]conflictVersion, error) {
+	if !tx.mayHaveConflicts() {
+		return nil, nil
+	}
 	rows, err := tx.stmt(sqlConflictVersions).Query(key)
 	if err != nil {
 		return nil, err
@@ -271,7 +276,7 @@ func (tx *Tx) conflictVersions(key string) ([]conflictVersion, error) {
 	var out []conflictVersion
 	for rows.Next() {
 		var c conflictVersion
-		if err := rows.Scan(&c.etag, &c.cv); err != nil {
+		if err := rows.Scan(&c.etag, &c.cv, &c.id, &c.coll); err != nil {
 			return nil, err
 		}
 		out = append(out, c)
@@ -279,7 +284,30 @@ func (tx *Tx) conflictVersions(key string) ([]conflictVersion, error) {
 	return out, rows.Err()
 }
 
+// mayHaveConflicts is false when the database holds no conflict at all
+// (checked once per transaction), sparing every write a lookup.
+func (tx *Tx) mayHaveConflicts() bool {
+	if tx.conflictsKnown {
+		return tx.anyConflicts
+	}
+	var one int
+	err := tx.queryRow(sqlAnyConflict).Scan(&one)
+	tx.conflictsKnown, tx.anyConflicts = true, err == nil
+	return tx.anyConflicts
+}
+
+// resolveConflicts drops the stored versions of key (a local write is
+// resolving them) and returns what they were.
+func (tx *Tx) resolveConflicts(key string) ([]conflictVersion, error) {
+	versions, err := tx.conflictVersions(key)
+	if err != nil || len(versions) == 0 {
+		return nil, err
+	}
+	return versions, tx.dropConflicts(key)
+}
+
 func (tx *Tx) addConflict(key string, it Item) error {
+	tx.conflictsKnown, tx.anyConflicts = true, true
 	tx.lastEtag++
 	tomb := 0
 	if it.Type == "Delete" {
@@ -341,6 +369,19 @@ func (db *DB) Conflicts(ctx context.Context, id string) ([]Conflict, error) {
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+// HasConflict tells whether an id is in conflict.
+func (db *DB) HasConflict(ctx context.Context, id string) (bool, error) {
+	if !db.conflicted.Load() {
+		return false, nil
+	}
+	var one int
+	err := db.reader.QueryRowContext(ctx, `SELECT 1 FROM conflicts WHERE key = ? LIMIT 1`, LowerID(id)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // ConflictedIDs lists the ids in conflict, in id order.

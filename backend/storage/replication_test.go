@@ -221,10 +221,7 @@ func TestReplicationConverges(t *testing.T) {
 				replicate(t, dbs[i], dbs[j])
 			}
 		default:
-			// A conflicted id refuses local puts until resolved; skip those.
-			if cs, _ := db.Conflicts(context.Background(), id); len(cs) > 0 {
-				continue
-			}
+			// A put to a conflicted id resolves it (manual resolution).
 			put(t, db, id, fmt.Sprintf(`{"v":%d,"@metadata":{"@collection":"K"}}`, step), nil)
 		}
 	}
@@ -246,6 +243,48 @@ func TestReplicationConverges(t *testing.T) {
 	for _, db := range dbs {
 		if err := db.IntegrityCheck(context.Background()); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// A local put or delete of a conflicted id resolves it, and the resolution
+// replicates: the other copy drops its versions too.
+func TestManualResolution(t *testing.T) {
+	ctx := context.Background()
+	for _, how := range []string{"put", "delete"} {
+		a, b := openTag(t, "A"), openTag(t, "B")
+		put(t, a, "orders/1", `{"by":"A","@metadata":{"@collection":"Orders"}}`, nil)
+		put(t, b, "orders/1", `{"by":"B","@metadata":{"@collection":"Orders"}}`, nil)
+		replicate(t, a, b)
+		replicate(t, b, a)
+		if ok, _ := a.HasConflict(ctx, "ORDERS/1"); !ok {
+			t.Fatal("no conflict to resolve")
+		}
+		if how == "put" {
+			if _, err := put(t, a, "orders/1", `{"by":"operator","@metadata":{"@collection":"Orders"}}`, nil); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			del(t, a, "orders/1")
+		}
+		replicate(t, a, b)
+		for _, db := range []*storage.DB{a, b} {
+			if ok, _ := db.HasConflict(ctx, "orders/1"); ok {
+				t.Fatalf("%s: still conflicted", how)
+			}
+			d, _ := db.Get(ctx, "orders/1")
+			if how == "put" && (d == nil || !strings.Contains(string(d.Body), "operator")) {
+				t.Fatalf("put resolution: %+v", d)
+			}
+			if how == "delete" && d != nil {
+				t.Fatal("delete resolution left a document")
+			}
+			if err := db.IntegrityCheck(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if state(t, a) != state(t, b) {
+			t.Fatalf("%s: copies differ", how)
 		}
 	}
 }

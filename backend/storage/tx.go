@@ -35,6 +35,8 @@ type Tx struct {
 	pendingText string
 
 	idDeltas map[string]*IDNumbers
+
+	conflictsKnown, anyConflicts bool
 }
 
 // stmt returns the prepared statement for q bound to this transaction.
@@ -292,6 +294,13 @@ func (tx *Tx) Put(id string, doc document.Parsed, expected *string) (Info, error
 		return Info{}, err
 	}
 	key := LowerID(id)
+	if !known {
+		// A write to a conflicted id resolves it: its vector (the database
+		// vector plus this write) has seen every version.
+		if _, err := tx.resolveConflicts(key); err != nil {
+			return Info{}, err
+		}
+	}
 	ckey, cname := tx.collectionKey(doc.Collection)
 	// Fast path for a new document: try the insert first and look the
 	// document up only when the id is taken. It serves ids known to be new,
@@ -393,6 +402,22 @@ func (tx *Tx) removeTombstone(key string) error {
 // document is not an error; deleted reports whether anything was removed.
 func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err error) {
 	key := LowerID(id)
+	versions, err := tx.resolveConflicts(key)
+	if err != nil {
+		return Info{}, false, err
+	}
+	if len(versions) > 0 {
+		// Deleting a conflicted id resolves it to a tombstone.
+		etag, cv := tx.nextWrite()
+		c := versions[0]
+		ckey, cname := tx.collectionKey(c.coll)
+		if _, err := tx.exec(sqlInsertTombstone, etag, key, c.id, cname, int64(0), cv, tx.now.UnixNano()); err != nil {
+			return Info{}, false, err
+		}
+		tx.delta(ckey, cname).Tombstones++
+		tx.changes = append(tx.changes, Change{Type: "Delete", ID: c.id, Collection: cname, ChangeVector: cv, Etag: etag})
+		return Info{ID: c.id, Collection: cname, ChangeVector: cv, Etag: etag, LastModified: tx.now}, true, nil
+	}
 	old, err := tx.lookup(key)
 	if err != nil {
 		return Info{}, false, err

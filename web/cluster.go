@@ -48,6 +48,7 @@ func (s *Server) startCluster() error {
 	}
 	// Apply what the state says before serving.
 	s.applyRecords(map[string]bool{})
+	s.syncReplication()
 	return nil
 }
 
@@ -91,6 +92,7 @@ func (s *Server) reconcile() {
 		case <-s.recon:
 		}
 		known = s.applyRecords(known)
+		s.syncReplication()
 	}
 }
 

@@ -51,6 +51,9 @@ type Config struct {
 	// ElectionTimeout tunes Raft's heartbeat and election timeouts (tests
 	// use short ones); 500 ms when zero.
 	ElectionTimeout time.Duration
+	// Replication turns on document replication between the members of a
+	// database. Off by default while it is being built (issue 5).
+	Replication bool
 }
 
 // RaftAddrFor derives the default Raft address from the HTTP address.
@@ -86,6 +89,7 @@ type Server struct {
 	stop       chan struct{}
 	stopped    chan struct{}
 	reconciled chan struct{}
+	repl       replicator
 }
 
 // New opens the databases and prepares the router. It opens nothing on the
@@ -159,6 +163,8 @@ func New(cfg Config) (*Server, error) {
 	s.studio.Register(e)
 	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
 	e.GET("/studio/live", s.hub.Serve)
+	e.GET("/databases/:db/replication", s.serveReplication)
+	e.GET("/databases/:db/replication/stats", s.replicationStats)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", http.FileServer(http.FS(static.Files)))))
 	s.echo = e
 	s.watch()
@@ -210,7 +216,10 @@ func (s *Server) watch() {
 
 func (s *Server) watchDB(db *storage.DB) {
 	name := db.Name()
-	db.OnCommit(func([]storage.Change) { s.hub.Notify(name) })
+	db.OnCommit(func([]storage.Change) {
+		s.hub.Notify(name)
+		s.wakeSenders(db)
+	})
 }
 
 func (s *Server) tick() {
@@ -260,6 +269,7 @@ func (s *Server) URL() string { return *s.url.Load() }
 // they queued) finish, then closes the databases.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
+	s.stopReplication()
 	err := s.http.Shutdown(ctx)
 	s.stopTicker()
 	return errors.Join(err, s.cluster.Shutdown(), s.catalog.Close())
@@ -278,6 +288,7 @@ func (s *Server) stopTicker() {
 // Close releases the databases without serving (for a server that never
 // served).
 func (s *Server) Close() error {
+	s.stopReplication()
 	s.stopTicker()
 	return errors.Join(s.cluster.Shutdown(), s.catalog.Close())
 }

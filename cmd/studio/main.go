@@ -38,6 +38,7 @@ func main() {
 type options struct {
 	httpAddr, dataDir, nodeTag, publicURL, logLevel, logFormat string
 	raftAddr, join                                             string
+	replication                                                bool
 	shutdownTimeout                                            time.Duration
 	// tagSet: --node-tag (or ROOKERY_NODE_TAG) was given explicitly.
 	tagSet bool
@@ -65,6 +66,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on SIGINT/SIGTERM")
 	fs.StringVar(&o.raftAddr, "raft-addr", "", "Raft transport address (default: the --http host with port+1000)")
+	fs.BoolVar(&o.replication, "replication", false, "replicate documents between the members of each database (in development; off by default)")
 	fs.StringVar(&o.join, "join", "", "URL of a member of an existing cluster to join (without it a fresh node bootstraps a one-node cluster)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: studio [serve] [flags]\n\nEvery flag is mirrored by an environment variable (--data-dir is ROOKERY_DATA_DIR).\n\nFlags:\n")
@@ -130,7 +132,7 @@ func run(args []string, stderr io.Writer) error {
 	if err := resolveTag(&o, log); err != nil {
 		return err
 	}
-	srv, err := web.New(web.Config{HTTPAddr: o.httpAddr, DataDir: o.dataDir, NodeTag: o.nodeTag, PublicURL: o.publicURL, Logger: log, RaftAddr: o.raftAddr, Join: o.join})
+	srv, err := web.New(web.Config{HTTPAddr: o.httpAddr, DataDir: o.dataDir, NodeTag: o.nodeTag, PublicURL: o.publicURL, Logger: log, RaftAddr: o.raftAddr, Join: o.join, Replication: o.replication})
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/handlers"
+	"github.com/rookerydb/rookery/internal/testserver"
 )
 
 // docsDB makes a server with database "db" and runs the API steps given.
@@ -464,7 +465,7 @@ func TestStudioDocumentsLiveFragments(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cat.Close() })
-	s := &handlers.Studio{Catalog: cat, Activity: activity.New(), Alerts: alerts.New(), NodeTag: "A", URL: func() string { return "http://a.test" }, Cluster: testCluster(t)}
+	s := &handlers.Studio{Catalog: cat, Activity: activity.New(), Alerts: alerts.New(), NodeTag: "A", URL: func() string { return "http://a.test" }, Cluster: testserver.Cluster(t)}
 	s.Register(echo.New())
 	db, err := bareCreate(t, s, cat, "db", catalog.Options{})
 	if err != nil {

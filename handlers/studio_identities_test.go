@@ -22,6 +22,7 @@ import (
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/handlers"
+	"github.com/rookerydb/rookery/internal/testserver"
 )
 
 // identityValues is the prefix → value list of an Identities page, in
@@ -241,27 +242,10 @@ func bareStudio(t *testing.T) (*handlers.Studio, *catalog.Catalog, *echo.Echo) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cat.Close() })
-	s := &handlers.Studio{Catalog: cat, Activity: activity.New(), Alerts: alerts.New(), NodeTag: "A", URL: func() string { return "http://a.test" }, Cluster: testCluster(t)}
+	s := &handlers.Studio{Catalog: cat, Activity: activity.New(), Alerts: alerts.New(), NodeTag: "A", URL: func() string { return "http://a.test" }, Cluster: testserver.Cluster(t)}
 	e := echo.New()
 	s.Register(e)
 	return s, cat, e
-}
-
-// testCluster starts a real one-node Raft cluster for a bare Studio.
-func testCluster(t *testing.T) *cluster.Cluster {
-	t.Helper()
-	c, err := cluster.Open(cluster.Config{NodeTag: "A", RaftAddr: "127.0.0.1:0", URL: "http://a.test", Dir: t.TempDir(), Bootstrap: true,
-		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond, LeaderLeaseTimeout: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Shutdown() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.WaitLeader(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // bareCreate makes a database on a bare Studio: the local file and its

@@ -5,13 +5,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rookerydb/rookery/backend/batch"
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
+	"github.com/rookerydb/rookery/internal/testserver"
 )
 
 func TestParseSessionBatch(t *testing.T) {
@@ -74,25 +74,6 @@ func openDB(t *testing.T) *storage.DB {
 	return db
 }
 
-// openCluster starts a real one-node Raft cluster with database "t".
-func openCluster(t *testing.T) *cluster.Cluster {
-	t.Helper()
-	c, err := cluster.Open(cluster.Config{NodeTag: "A", RaftAddr: "127.0.0.1:0", URL: "http://127.0.0.1:1", Dir: t.TempDir(), Bootstrap: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Shutdown() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.WaitLeader(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CreateDatabase(ctx, cluster.Database{Name: "t", Members: []string{"A"}}); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 func run(t *testing.T, c *cluster.Cluster, db *storage.DB, body string) ([]batch.Result, error) {
 	t.Helper()
 	cmds, err := batch.Parse(strings.NewReader(body))
@@ -104,7 +85,7 @@ func run(t *testing.T, c *cluster.Cluster, db *storage.DB, body string) ([]batch
 
 func TestExecuteIdentitiesAndAllOrNothing(t *testing.T) {
 	db := openDB(t)
-	c := openCluster(t)
+	c := testserver.Cluster(t, "t")
 	res, err := run(t, c, db, `{"Commands":[
 		{"Id":"Companies|","Document":{"@metadata":{"@collection":"Companies"}},"Type":"PUT"},
 		{"Id":"companies|","Document":{"@metadata":{"@collection":"Companies"}},"Type":"PUT"},

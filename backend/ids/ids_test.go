@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
+	"github.com/rookerydb/rookery/internal/testserver"
 )
 
 func TestCapacity(t *testing.T) {
@@ -205,27 +205,8 @@ func TestNextFreeWithHoles(t *testing.T) {
 	}
 }
 
-// openCluster starts a real one-node Raft cluster with database "t".
-func openCluster(t *testing.T) *cluster.Cluster {
-	t.Helper()
-	c, err := cluster.Open(cluster.Config{NodeTag: "A", RaftAddr: "127.0.0.1:0", URL: "http://127.0.0.1:1", Dir: t.TempDir(), Bootstrap: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Shutdown() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.WaitLeader(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CreateDatabase(ctx, cluster.Database{Name: "t", Members: []string{"A"}}); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 func TestTakeFreeNeverOverwrites(t *testing.T) {
-	c := openCluster(t)
+	c := testserver.Cluster(t, "t")
 	db := openDB(t)
 	ctx := context.Background()
 	exists := func(id string) (bool, error) {
@@ -273,7 +254,7 @@ func TestTakeFreeNeverOverwrites(t *testing.T) {
 }
 
 func TestSeedAndClaim(t *testing.T) {
-	c := openCluster(t)
+	c := testserver.Cluster(t, "t")
 	ctx := context.Background()
 	seed := func(v int64, force bool) int64 {
 		out, err := c.SeedIdentity(ctx, "t", "Companies", v, force)

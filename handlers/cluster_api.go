@@ -195,23 +195,27 @@ func Forward(ctx context.Context, leaderURL string, cmd []byte) ([]byte, error) 
 
 // membersFor picks the nodes of a new database: all of them by default,
 // or rf of them starting with this node.
-func (a *API) membersFor(rf int) []string {
+func (a *API) membersFor(rf int) []string { return Members(a.Cluster, a.NodeTag, rf) }
+
+// Members picks the nodes of a new database: every node of the cluster by
+// default, or rf of them starting with self.
+func Members(cl *cluster.Cluster, self string, rf int) []string {
 	var tags []string
-	for _, n := range a.Cluster.Nodes() {
+	for _, n := range cl.Nodes() {
 		tags = append(tags, n.Tag)
 	}
 	if len(tags) == 0 {
-		tags = []string{a.NodeTag}
+		tags = []string{self}
 	}
 	if rf <= 0 || rf >= len(tags) {
 		return tags
 	}
-	out := []string{a.NodeTag}
+	out := []string{self}
 	for _, t := range tags {
 		if len(out) == rf {
 			break
 		}
-		if t != a.NodeTag {
+		if t != self {
 			out = append(out, t)
 		}
 	}
@@ -224,12 +228,11 @@ func CreateDatabase(ctx context.Context, cl *cluster.Cluster, cat *catalog.Catal
 	if err := catalog.ValidateName(d.Name); err != nil {
 		return err
 	}
-	if d.Separator == "" {
-		d.Separator = "/"
+	sep, err := catalog.Separator(d.Separator)
+	if err != nil {
+		return err
 	}
-	if len([]rune(d.Separator)) != 1 || d.Separator == "|" {
-		return dberr.New(dberr.BadRequest, "The identity parts separator must be one character other than '|', not %q", d.Separator)
-	}
+	d.Separator = sep
 	d.Created = time.Now().UTC()
 	if _, err := cl.CreateDatabase(ctx, d); err != nil {
 		return err

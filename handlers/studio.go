@@ -256,14 +256,7 @@ func (s *Studio) databasesLive(ctx context.Context, q url.Values) ([]views.Fragm
 func (s *Studio) createDatabase(c echo.Context) error {
 	name := strings.TrimSpace(c.FormValue("name"))
 	sep := c.FormValue("separator")
-	members := []string{}
-	for _, n := range s.Cluster.Nodes() {
-		members = append(members, n.Tag)
-	}
-	if len(members) == 0 {
-		members = []string{s.NodeTag}
-	}
-	d := cluster.Database{Name: name, Members: members, Separator: sep}
+	d := cluster.Database{Name: name, Members: Members(s.Cluster, s.NodeTag, 0), Separator: sep}
 	if err := CreateDatabase(c.Request().Context(), s.Cluster, s.Catalog, d, s.NodeTag); err != nil {
 		return redirectFlash(c, "/studio/databases", err.Error(), true)
 	}

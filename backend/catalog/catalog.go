@@ -128,6 +128,18 @@ func (c *Catalog) Get(name string) (*storage.DB, error) {
 	return db, nil
 }
 
+// Separator checks an identity parts separator: "/" when empty, otherwise
+// one character other than '|'.
+func Separator(sep string) (string, error) {
+	if sep == "" {
+		return "/", nil
+	}
+	if len([]rune(sep)) != 1 || sep == "|" {
+		return "", dberr.New(dberr.BadRequest, "The identity parts separator must be one character other than '|', not %q", sep)
+	}
+	return sep, nil
+}
+
 // Options are the settings of a new database.
 type Options struct {
 	// Separator is the identity parts separator: "companies|" becomes
@@ -140,12 +152,11 @@ func (c *Catalog) Create(name string, opts Options) (*storage.DB, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	if opts.Separator == "" {
-		opts.Separator = "/"
+	sep, err := Separator(opts.Separator)
+	if err != nil {
+		return nil, err
 	}
-	if len([]rune(opts.Separator)) != 1 || opts.Separator == "|" {
-		return nil, dberr.New(dberr.BadRequest, "The identity parts separator must be one character other than '|', not %q", opts.Separator)
-	}
+	opts.Separator = sep
 	db, err := c.create(name, opts)
 	if err != nil {
 		return nil, err

@@ -284,16 +284,10 @@ func (tx *Tx) conflictVersions(key string) ([]conflictVersion, error) {
 	return out, rows.Err()
 }
 
-// mayHaveConflicts is false when the database holds no conflict at all
-// (checked once per transaction), sparing every write a lookup.
+// mayHaveConflicts is false while the database has never held a conflict,
+// sparing every write a lookup.
 func (tx *Tx) mayHaveConflicts() bool {
-	if tx.conflictsKnown {
-		return tx.anyConflicts
-	}
-	var one int
-	err := tx.queryRow(sqlAnyConflict).Scan(&one)
-	tx.conflictsKnown, tx.anyConflicts = true, err == nil
-	return tx.anyConflicts
+	return tx.anyConflicts || tx.db.conflicted.Load()
 }
 
 // resolveConflicts drops the stored versions of key (a local write is
@@ -307,7 +301,7 @@ func (tx *Tx) resolveConflicts(key string) ([]conflictVersion, error) {
 }
 
 func (tx *Tx) addConflict(key string, it Item) error {
-	tx.conflictsKnown, tx.anyConflicts = true, true
+	tx.anyConflicts = true
 	tx.lastEtag++
 	tomb := 0
 	if it.Type == "Delete" {

@@ -22,7 +22,6 @@ const (
 	sqlGetTombstone          = `SELECT etag, id, collection, change_vector, last_modified FROM tombstones WHERE key = ?`
 	sqlDeleteTombstoneByEtag = `DELETE FROM tombstones WHERE etag = ?`
 	sqlConflictVersions      = `SELECT etag, change_vector, id, collection FROM conflicts WHERE key = ?`
-	sqlAnyConflict           = `SELECT 1 FROM conflicts LIMIT 1`
 	sqlInsertConflict        = `INSERT INTO conflicts(etag, key, id, collection, change_vector, last_modified, tombstone, body) VALUES(?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlDropConflicts         = `DELETE FROM conflicts WHERE key = ?`
 	sqlDeleteConflictByEtag  = `DELETE FROM conflicts WHERE etag = ?`
@@ -53,7 +52,6 @@ var writerStatements = []string{
 	sqlGetTombstone,
 	sqlDeleteTombstoneByEtag,
 	sqlConflictVersions,
-	sqlAnyConflict,
 	sqlInsertConflict,
 	sqlDropConflicts,
 	sqlDeleteConflictByEtag,

@@ -36,7 +36,8 @@ type Tx struct {
 
 	idDeltas map[string]*IDNumbers
 
-	conflictsKnown, anyConflicts bool
+	// anyConflicts: this transaction stored a conflict.
+	anyConflicts bool
 }
 
 // stmt returns the prepared statement for q bound to this transaction.

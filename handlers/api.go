@@ -79,6 +79,16 @@ func (a *API) db(c echo.Context) (*storage.DB, error) {
 	return a.Catalog.Get(c.Param("db"))
 }
 
+// dbParam resolves the :db path parameter and a required query parameter.
+func (a *API) dbParam(c echo.Context, name string) (*storage.DB, string, error) {
+	db, err := a.db(c)
+	if err != nil {
+		return nil, "", err
+	}
+	v, err := requiredParam(c, name)
+	return db, v, err
+}
+
 // writeJSON sends v as JSON with status.
 func writeJSON(c echo.Context, status int, v any) error {
 	b, err := json.Marshal(v)

@@ -284,11 +284,7 @@ func valuesAt(v any, parts []string) []string {
 // headDoc serves HEAD /docs?id= (exists): 200 with the change vector as
 // ETag, 404, or 304 when the client's vector is current.
 func (a *API) headDoc(c echo.Context) error {
-	db, err := a.db(c)
-	if err != nil {
-		return err
-	}
-	id, err := requiredParam(c, "id")
+	db, id, err := a.dbParam(c, "id")
 	if err != nil {
 		return err
 	}
@@ -343,11 +339,7 @@ func (a *API) putDoc(c echo.Context) error {
 
 // deleteDoc serves DELETE /docs?id=.
 func (a *API) deleteDoc(c echo.Context) error {
-	db, err := a.db(c)
-	if err != nil {
-		return err
-	}
-	id, err := requiredParam(c, "id")
+	db, id, err := a.dbParam(c, "id")
 	if err != nil {
 		return err
 	}

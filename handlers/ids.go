@@ -33,10 +33,7 @@ func asMaxBytes(err error, target **http.MaxBytesError) bool { return errors.As(
 // hiloArgs reads the database, the tag and two integer parameters of a
 // HiLo request.
 func (a *API) hiloArgs(c echo.Context, p1, p2 string) (db *storage.DB, tag string, v1, v2 int64, err error) {
-	if db, err = a.db(c); err != nil {
-		return
-	}
-	if tag, err = requiredParam(c, "tag"); err != nil {
+	if db, tag, err = a.dbParam(c, "tag"); err != nil {
 		return
 	}
 	if v1, err = intParam(c, p1, 0); err != nil {
@@ -103,11 +100,7 @@ func (a *API) hiloReturn(c echo.Context) error {
 
 // identityNext serves POST /identity/next?name=.
 func (a *API) identityNext(c echo.Context) error {
-	db, err := a.db(c)
-	if err != nil {
-		return err
-	}
-	name, err := requiredParam(c, "name")
+	db, name, err := a.dbParam(c, "name")
 	if err != nil {
 		return err
 	}
@@ -123,11 +116,7 @@ func (a *API) identityNext(c echo.Context) error {
 
 // identitySeed serves POST /identity/seed?name=&value=[&force=true].
 func (a *API) identitySeed(c echo.Context) error {
-	db, err := a.db(c)
-	if err != nil {
-		return err
-	}
-	name, err := requiredParam(c, "name")
+	db, name, err := a.dbParam(c, "name")
 	if err != nil {
 		return err
 	}

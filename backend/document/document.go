@@ -241,22 +241,19 @@ func AppendJSON(dst, stored []byte, id, changeVector string, lastModified time.T
 	dst = append(dst, `"@change-vector":`...)
 	dst = strconv.AppendQuote(dst, changeVector)
 	dst = append(dst, `,"@id":`...)
-	dst = appendJSONString(dst, id)
+	dst = AppendString(dst, id)
 	dst = append(dst, `,"@last-modified":"`...)
 	dst = lastModified.UTC().AppendFormat(dst, TimeFormat)
 	dst = append(dst, '"', '}', '}')
 	return dst
 }
 
-// appendJSONString quotes s as a JSON string.
-func appendJSONString(dst []byte, s string) []byte {
+// AppendString quotes s as a JSON string (also for callers building
+// responses around stored bodies).
+func AppendString(dst []byte, s string) []byte {
 	v, err := jsontext.AppendQuote(dst, s)
 	if err != nil {
 		return strconv.AppendQuote(dst, s)
 	}
 	return v
 }
-
-// AppendString quotes s as a JSON string (exported for callers building
-// responses around stored bodies).
-func AppendString(dst []byte, s string) []byte { return appendJSONString(dst, s) }

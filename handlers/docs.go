@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"path"
@@ -388,6 +389,8 @@ func (a *API) bulkDocs(c echo.Context) error {
 	buf = append(buf, "]}"...)
 	return c.Blob(http.StatusCreated, echo.MIMEApplicationJSONCharsetUTF8, buf)
 }
+
+func asMaxBytes(err error, target **http.MaxBytesError) bool { return errors.As(err, target) }
 
 func appendResult(buf []byte, r batch.Result) []byte {
 	switch r.Type {

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"errors"
 	"net/http"
 	"sort"
 	"strings"
@@ -27,8 +26,6 @@ func clientName(c echo.Context) string {
 	}
 	return name
 }
-
-func asMaxBytes(err error, target **http.MaxBytesError) bool { return errors.As(err, target) }
 
 // hiloArgs reads the database, the tag and two integer parameters of a
 // HiLo request.

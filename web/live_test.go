@@ -157,8 +157,16 @@ func TestLiveDropsSlowReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.CloseNow()
-	// Never read. Keep notifying; Notify itself must never block.
+	// Dial returns on the 101 answer, a moment before the hub registers
+	// the page: wait for it, or the loop below would end at once.
 	deadline := time.Now().Add(30 * time.Second)
+	for srv.hub.Clients() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the page never registered")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Never read. Keep notifying; Notify itself must never block.
 	for srv.hub.Clients() > 0 {
 		srv.hub.Notify("")
 		if time.Now().After(deadline) {

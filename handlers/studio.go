@@ -85,6 +85,12 @@ func (s *Studio) Register(e *echo.Echo) {
 // part of every page.
 func (s *Studio) LiveFragments(ctx context.Context, page string, q url.Values) ([]views.Fragment, error) {
 	frags := []views.Fragment{{ID: "alerts-area", C: views.AlertsArea(s.Alerts.List())}}
+	if name := q.Get("db"); name != "" {
+		if d, err := s.Catalog.Get(name); err == nil {
+			n, _ := d.ConflictCount(ctx)
+			frags = append(frags, views.Fragment{ID: "nav-conflicts-badge", C: views.ConflictBadge(n)})
+		}
+	}
 	fn := s.live[page]
 	if fn == nil {
 		return frags, nil
@@ -130,6 +136,11 @@ func (s *Studio) chrome(c echo.Context, title, db, active, live string) views.Ch
 		q[k] = v
 	}
 	ch := views.Chrome{Title: title, Database: db, Active: active, Live: live, Query: q, NodeTag: s.NodeTag, Alerts: s.Alerts.List()}
+	if db != "" {
+		if d, err := s.Catalog.Get(db); err == nil {
+			ch.Conflicts, _ = d.ConflictCount(c.Request().Context())
+		}
+	}
 	if m := c.QueryParam("flash"); m != "" {
 		ch.Flash = m
 	}

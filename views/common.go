@@ -52,6 +52,8 @@ type Chrome struct {
 	// Flash is a one-line message after an action (e.g. "Saved").
 	Flash      string
 	FlashError bool
+	// Conflicts is the number of conflicted documents in Database.
+	Conflicts int
 }
 
 // LiveURL is the websocket path the page's script connects to.

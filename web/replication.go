@@ -84,6 +84,9 @@ func (s *Server) syncReplication() {
 	urls := map[string]string{}
 	for _, n := range s.cluster.Nodes() {
 		urls[n.Tag] = n.URL
+		if u := s.cfg.ReplicationPeers[n.Tag]; u != "" {
+			urls[n.Tag] = u
+		}
 	}
 	want := map[string]bool{}
 	for _, d := range s.cluster.Databases() {

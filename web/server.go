@@ -52,8 +52,11 @@ type Config struct {
 	// use short ones); 500 ms when zero.
 	ElectionTimeout time.Duration
 	// Replication turns on document replication between the members of a
-	// database. Off by default while it is being built (issue 5).
+	// database (the binary turns it on unless told otherwise).
 	Replication bool
+	// ReplicationPeers overrides the URL replication dials for a node tag
+	// (a proxy, a NAT address, a fault-injection proxy in tests).
+	ReplicationPeers map[string]string
 }
 
 // RaftAddrFor derives the default Raft address from the HTTP address.

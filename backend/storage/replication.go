@@ -395,3 +395,13 @@ func (db *DB) ConflictedIDs(ctx context.Context, limit int) ([]string, error) {
 	}
 	return out, rows.Err()
 }
+
+// ConflictCount is the number of conflicted ids.
+func (db *DB) ConflictCount(ctx context.Context) (int, error) {
+	if !db.conflicted.Load() {
+		return 0, nil
+	}
+	var n int
+	err := db.reader.QueryRowContext(ctx, `SELECT COUNT(DISTINCT key) FROM conflicts`).Scan(&n)
+	return n, err
+}

@@ -37,7 +37,7 @@ func main() {
 
 type options struct {
 	httpAddr, dataDir, nodeTag, publicURL, logLevel, logFormat string
-	raftAddr, join                                             string
+	raftAddr, join, replicationPeers                           string
 	replication                                                bool
 	shutdownTimeout                                            time.Duration
 	// tagSet: --node-tag (or ROOKERY_NODE_TAG) was given explicitly.
@@ -66,7 +66,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on SIGINT/SIGTERM")
 	fs.StringVar(&o.raftAddr, "raft-addr", "", "Raft transport address (default: the --http host with port+1000)")
-	fs.BoolVar(&o.replication, "replication", false, "replicate documents between the members of each database (in development; off by default)")
+	fs.BoolVar(&o.replication, "replication", true, "replicate documents between the members of each database (--replication=false keeps each node's copy to itself)")
+	fs.StringVar(&o.replicationPeers, "replication-peers", "", "override the URL replication dials for some nodes, as TAG=URL,TAG=URL (for NAT, proxies and fault-injection tests)")
 	fs.StringVar(&o.join, "join", "", "URL of a member of an existing cluster to join (without it a fresh node bootstraps a one-node cluster)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: studio [serve] [flags]\n\nEvery flag is mirrored by an environment variable (--data-dir is ROOKERY_DATA_DIR).\n\nFlags:\n")
@@ -132,7 +133,11 @@ func run(args []string, stderr io.Writer) error {
 	if err := resolveTag(&o, log); err != nil {
 		return err
 	}
-	srv, err := web.New(web.Config{HTTPAddr: o.httpAddr, DataDir: o.dataDir, NodeTag: o.nodeTag, PublicURL: o.publicURL, Logger: log, RaftAddr: o.raftAddr, Join: o.join, Replication: o.replication})
+	peers, err := parsePeers(o.replicationPeers)
+	if err != nil {
+		return err
+	}
+	srv, err := web.New(web.Config{HTTPAddr: o.httpAddr, DataDir: o.dataDir, NodeTag: o.nodeTag, PublicURL: o.publicURL, Logger: log, RaftAddr: o.raftAddr, Join: o.join, Replication: o.replication, ReplicationPeers: peers})
 	if err != nil {
 		return err
 	}
@@ -212,4 +217,21 @@ func proposedTag(join string) (string, error) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return "", last
+}
+
+// parsePeers reads --replication-peers: TAG=URL pairs separated by commas.
+func parsePeers(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		tag, u, ok := strings.Cut(part, "=")
+		if !ok || tag == "" || !strings.HasPrefix(u, "http") {
+			return nil, fmt.Errorf("--replication-peers: %q is not TAG=http://host:port", part)
+		}
+		out[strings.ToUpper(tag)] = strings.TrimRight(u, "/")
+	}
+	return out, nil
 }

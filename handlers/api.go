@@ -15,6 +15,7 @@ import (
 	"github.com/rookerydb/rookery/backend/activity"
 	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/cluster"
+	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
@@ -33,6 +34,8 @@ type API struct {
 	Cluster *cluster.Cluster
 	// Activity records HiLo calls for the studio; optional.
 	Activity *activity.Tracker
+	// Conflicts runs bulk resolutions and previews.
+	Conflicts *conflicts.Manager
 }
 
 // idents takes identities through the cluster's log.
@@ -72,6 +75,7 @@ func (a *API) Register(e *echo.Echo) {
 	g.GET("/collections/stats", a.collectionStats)
 	g.GET("/configuration/client", a.clientConfiguration)
 	g.GET("/healthcheck", a.healthcheck)
+	a.registerConflicts(e, g)
 }
 
 // db resolves the :db path parameter.

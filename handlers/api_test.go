@@ -1,9 +1,7 @@
 package handlers_test
 
 import (
-	"context"
 	"encoding/json"
-	"github.com/rookerydb/rookery/backend/storage"
 	"io"
 	"log/slog"
 	"net/http"
@@ -217,40 +215,5 @@ func TestMetricsAndHealth(t *testing.T) {
 			`rookery_identity_calls_total{op="next"} 1`,
 			`rookery_http_requests_total{code="201",method="POST",route="/databases/:db/bulk_docs"} 1`,
 		}},
-	})
-}
-
-// Loading a conflicted document answers 409 DocumentConflictException, the
-// way the npm client expects; a write resolves it.
-func TestConflictedLoad(t *testing.T) {
-	srv, err := web.New(web.Config{DataDir: t.TempDir(), NodeTag: "A", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ElectionTimeout: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	h := srv.Handler()
-	check(t, h, []step{
-		{name: "create", method: "PUT", url: "/admin/databases?name=c", body: `{"DatabaseName":"c"}`, status: 201},
-		{name: "put", method: "PUT", url: "/databases/c/docs?id=orders%2F1", body: `{"by":"A","@metadata":{"@collection":"Orders"}}`, status: 201},
-	})
-	db, err := srv.Catalog().Get("c")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A concurrent version from another copy, as replication delivers it.
-	err = db.Write(context.Background(), func(tx *storage.Tx) error {
-		_, err := tx.ApplyReplicated(storage.Item{Type: "Put", ID: "orders/1", Collection: "Orders", ChangeVector: "B:5-Qfo6Xn1dQEeVq0mZ1W2yXg",
-			LastModified: time.Now(), Body: []byte(`{"by":"B","@metadata":{"@collection":"Orders"}}`)})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	check(t, h, []step{
-		{name: "conflicted load", method: "GET", url: "/databases/c/docs?&id=orders%2F1", status: 409, errType: "Raven.Client.Exceptions.Documents.DocumentConflictException"},
-		{name: "conflicted in a multi-load", method: "GET", url: "/databases/c/docs?&id=nope&id=orders%2F1", status: 409, errType: "Raven.Client.Exceptions.Documents.DocumentConflictException"},
-		{name: "missing is still 404", method: "GET", url: "/databases/c/docs?&id=orders%2F2", status: 404},
-		{name: "resolve by writing", method: "PUT", url: "/databases/c/docs?id=orders%2F1", body: `{"by":"operator","@metadata":{"@collection":"Orders"}}`, status: 201},
-		{name: "resolved", method: "GET", url: "/databases/c/docs?&id=orders%2F1", status: 200, contains: []string{`"by":"operator"`, `B:5-Qfo6Xn1dQEeVq0mZ1W2yXg`}},
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/rookerydb/rookery/backend/alerts"
 	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/cluster"
+	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/metrics"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/handlers"
@@ -93,6 +95,16 @@ type Server struct {
 	stopped    chan struct{}
 	reconciled chan struct{}
 	repl       replicator
+	resolver   *conflicts.Auto
+	bulk       *conflicts.Manager
+}
+
+// resolutionFailed raises an alert when an automatic resolution (a script)
+// fails: the conflict stays stored and someone has to look at it.
+func (s *Server) resolutionFailed(database, id string, err error) {
+	s.log.Warn("automatic conflict resolution failed", "database", database, "id", id, "error", err)
+	s.alerts.Raise(alerts.Alert{Key: "conflict-script/" + strings.ToLower(database), Level: alerts.Warning, Database: database,
+		Title: "Conflict script failed", Message: "Resolving " + id + ": " + err.Error() + ". The conflict is kept; see the Conflicts page."})
 }
 
 // New opens the databases and prepares the router. It opens nothing on the
@@ -160,11 +172,15 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
 	s.activity = activity.New()
 	s.alerts = alerts.New()
-	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster}
+	engine := conflicts.NewEngine(cfg.Logger)
+	s.resolver = &conflicts.Auto{Engine: engine, Settings: s.cluster, NodeTag: cfg.NodeTag, OnError: s.resolutionFailed}
+	s.bulk = conflicts.NewManager(engine, s.resolver)
+	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk}
 	api.Register(e)
 	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster}
 	s.studio.Register(e)
 	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
+	s.bulk.OnChange = s.hub.Notify
 	e.GET("/studio/live", s.hub.Serve)
 	e.GET("/databases/:db/replication", s.serveReplication)
 	e.GET("/databases/:db/replication/stats", s.replicationStats)
@@ -219,6 +235,7 @@ func (s *Server) watch() {
 
 func (s *Server) watchDB(db *storage.DB) {
 	name := db.Name()
+	db.SetResolver(s.resolver)
 	db.OnCommit(func([]storage.Change) {
 		s.hub.Notify(name)
 		s.wakeSenders(db)

@@ -454,3 +454,17 @@ func (c *Cluster) DeleteDatabase(ctx context.Context, name string) (Result, erro
 func (c *Cluster) AddMember(ctx context.Context, db, tag string) (Result, error) {
 	return c.Apply(ctx, Command{Op: opAddMember, Name: db, Tag: tag})
 }
+
+// SetSetting stores (or, with nil, removes) one of a database's settings.
+func (c *Cluster) SetSetting(ctx context.Context, db, key string, value json.RawMessage) (Result, error) {
+	return c.Apply(ctx, Command{Op: opSetSetting, Name: db, Key: key, Setting: value})
+}
+
+// Setting reads one of a database's settings (nil when unset).
+func (c *Cluster) Setting(db, key string) json.RawMessage {
+	d, ok := c.fsm.database(db)
+	if !ok {
+		return nil
+	}
+	return d.Settings[key]
+}

@@ -26,6 +26,10 @@ type Database struct {
 	Separator         string
 	ReplicationFactor int
 	Created           time.Time
+	// Settings are per-database configurations owned by other packages
+	// (e.g. "conflicts"), kept opaque here: the owner validates and reads
+	// them.
+	Settings map[string]json.RawMessage `json:",omitempty"`
 }
 
 // state is everything the cluster agrees on. It is small and changes only
@@ -52,19 +56,22 @@ const (
 	opIdentityClaim  = "identity_claim"
 	opIdentitySeed   = "identity_seed"
 	opAddMember      = "add_member"
+	opSetSetting     = "set_setting"
 )
 
 // Command is one log entry.
 type Command struct {
 	Op       string
-	Node     *Node     `json:",omitempty"`
-	Tag      string    `json:",omitempty"`
-	Database *Database `json:",omitempty"`
-	Name     string    `json:",omitempty"` // database name
-	Prefixes []string  `json:",omitempty"` // identity_next: one value each
-	Prefix   string    `json:",omitempty"` // identity_claim / identity_seed
-	Value    int64     `json:",omitempty"`
-	Force    bool      `json:",omitempty"`
+	Node     *Node           `json:",omitempty"`
+	Tag      string          `json:",omitempty"`
+	Database *Database       `json:",omitempty"`
+	Name     string          `json:",omitempty"` // database name
+	Prefixes []string        `json:",omitempty"` // identity_next: one value each
+	Prefix   string          `json:",omitempty"` // identity_claim / identity_seed
+	Value    int64           `json:",omitempty"`
+	Force    bool            `json:",omitempty"`
+	Key      string          `json:",omitempty"` // set_setting
+	Setting  json.RawMessage `json:",omitempty"` // set_setting; null removes
 }
 
 // Result is what applying a command returned.
@@ -166,6 +173,22 @@ func (f *fsm) apply(c *Command, index uint64) Result {
 		d.Members = append(d.Members, c.Tag)
 		sort.Strings(d.Members)
 		st.TopologyEtag = int64(index)
+	case opSetSetting:
+		d, ok := st.Databases[strings.ToLower(c.Name)]
+		if !ok {
+			return Result{Err: "Database '" + c.Name + "' does not exist.", Kind: "missing"}
+		}
+		// Copy on write: readers share the old map.
+		settings := map[string]json.RawMessage{}
+		for k, v := range d.Settings {
+			settings[k] = v
+		}
+		if len(c.Setting) == 0 || string(c.Setting) == "null" {
+			delete(settings, c.Key)
+		} else {
+			settings[c.Key] = append(json.RawMessage(nil), c.Setting...)
+		}
+		d.Settings = settings
 	case opIdentityNext:
 		if _, ok := st.Databases[strings.ToLower(c.Name)]; !ok {
 			return Result{Err: "Database '" + c.Name + "' does not exist.", Kind: "missing"}

@@ -91,6 +91,9 @@ type DB struct {
 
 	hooksMu sync.RWMutex
 	hooks   []func([]Change)
+
+	resolverMu sync.RWMutex
+	resolver   Resolver
 }
 
 // Collection is a collection's name and counts.

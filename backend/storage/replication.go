@@ -69,10 +69,69 @@ const (
 	// Conflicted: the versions were concurrent and different; all of them
 	// are kept in the conflicts table.
 	Conflicted
+	// Resolved: the versions were concurrent and different, and the
+	// database's resolver decided them; the resolution log has every
+	// version.
+	Resolved
 )
 
 func (o Outcome) String() string {
-	return [...]string{"Skipped", "Applied", "Merged", "Conflicted"}[o]
+	return [...]string{"Skipped", "Applied", "Merged", "Conflicted", "Resolved"}[o]
+}
+
+// autoResolve asks the database's resolver to decide a conflict between the
+// incoming item and the local version (when it exists) or the stored
+// versions. The result takes the merge of every version's vector and no
+// new entry of its own: every copy reaches the same result from the same
+// versions, and two copies that resolved alike agree without another
+// exchange. It reports false when there is no resolver, the versions span
+// collections, or the resolver declines.
+func (tx *Tx) autoResolve(key string, it Item, local localVersion) (bool, error) {
+	r := tx.db.currentResolver()
+	if r == nil {
+		return false, nil
+	}
+	var versions []Version
+	if local.exists {
+		versions = append(versions, Version{ID: local.id, Collection: local.coll, ChangeVector: local.cv,
+			LastModified: time.Unix(0, local.lm).UTC(), Tombstone: local.tombstone, Body: local.body})
+	} else {
+		stored, _, err := tx.fullConflicts(key)
+		if err != nil {
+			return false, err
+		}
+		versions = stored
+	}
+	versions = append(versions, Version{ID: it.ID, Collection: it.Collection, ChangeVector: it.ChangeVector,
+		LastModified: it.LastModified, Tombstone: it.Type == "Delete", Body: it.Body})
+	coll := versions[0].Collection
+	for _, v := range versions[1:] {
+		if !strings.EqualFold(v.Collection, coll) {
+			return false, nil
+		}
+	}
+	res, ok := r.ResolveConflict(tx.db.name, coll, versions)
+	if !ok {
+		return false, nil
+	}
+	if local.exists {
+		if err := tx.removeLocal(key, local); err != nil {
+			return false, err
+		}
+	} else if err := tx.dropConflicts(key); err != nil {
+		return false, err
+	}
+	out := Item{Type: "Put", ID: versions[0].ID, Collection: coll, ChangeVector: MergedVector(versions), LastModified: res.LastModified, Body: res.Body}
+	if res.Tombstone {
+		out.Type, out.Body = "Delete", nil
+	}
+	if err := tx.writeVersion(key, out, localVersion{}); err != nil {
+		return false, err
+	}
+	_, cname := tx.collectionKey(coll)
+	return true, tx.logResolution(out.ID, cname, res.Strategy, "auto", versions, Version{
+		ID: out.ID, Collection: cname, ChangeVector: out.ChangeVector, LastModified: out.LastModified, Tombstone: res.Tombstone, Body: out.Body,
+	})
 }
 
 type localVersion struct {
@@ -151,6 +210,9 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 			// Newer than every version: it resolves the conflict.
 			return Applied, tx.writeVersion(key, it, localVersion{})
 		}
+		if ok, err := tx.autoResolve(key, it, localVersion{}); ok || err != nil {
+			return Resolved, err
+		}
 		return Conflicted, tx.addConflict(key, it)
 	}
 	local, err := tx.localVersion(key)
@@ -179,6 +241,9 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 		}
 		it.ChangeVector = merged
 		return Merged, tx.writeVersion(key, it, local)
+	}
+	if ok, err := tx.autoResolve(key, it, local); ok || err != nil {
+		return Resolved, err
 	}
 	// Keep both: the local version moves into the conflicts table.
 	if err := tx.addConflict(key, Item{
@@ -290,10 +355,10 @@ func (tx *Tx) mayHaveConflicts() bool {
 	return tx.anyConflicts || tx.db.conflicted.Load()
 }
 
-// resolveConflicts drops the stored versions of key (a local write is
+// takeConflicts drops the stored versions of key (a local write is
 // resolving them) and returns what they were.
-func (tx *Tx) resolveConflicts(key string) ([]conflictVersion, error) {
-	versions, err := tx.conflictVersions(key)
+func (tx *Tx) takeConflicts(key string) ([]Version, error) {
+	versions, _, err := tx.fullConflicts(key)
 	if err != nil || len(versions) == 0 {
 		return nil, err
 	}

@@ -23,44 +23,14 @@ func openTag(t *testing.T, tag string) *storage.DB {
 	return db
 }
 
-// replicate sends everything from has not seen yet to to, the way a
-// replication loop does: changes in etag order after the last accepted
-// etag, applied in one transaction per batch. It returns the outcomes.
+// replicate sends everything from has not seen yet to to, in batches of 7.
 func replicate(t *testing.T, from, to *storage.DB) map[storage.Outcome]int {
 	t.Helper()
-	ctx := context.Background()
-	out := map[storage.Outcome]int{}
-	for {
-		var after int64
-		err := to.Write(ctx, func(tx *storage.Tx) error {
-			var err error
-			after, err = tx.SourceEtag(from.DatabaseID())
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		items, err := from.ChangesAfter(ctx, after, 7)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(items) == 0 {
-			return out
-		}
-		err = to.Write(ctx, func(tx *storage.Tx) error {
-			for _, it := range items {
-				o, err := tx.ApplyReplicated(it)
-				if err != nil {
-					return err
-				}
-				out[o]++
-			}
-			return tx.SetSourceEtag(from.DatabaseID(), items[len(items)-1].Etag)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+	out, err := storage.Exchange(context.Background(), from, to, 7)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return out
 }
 
 func del(t *testing.T, db *storage.DB, id string) {

@@ -59,6 +59,23 @@ CREATE TABLE IF NOT EXISTS conflicts (
 );
 CREATE INDEX IF NOT EXISTS conflicts_key ON conflicts(key);
 
+-- The resolution log: every conflict resolution this copy made, automatic
+-- or by a person, with every version it replaced (JSON), so a losing
+-- version can be looked at and restored. Kept per node, not replicated.
+CREATE TABLE IF NOT EXISTS resolutions (
+	seq        INTEGER PRIMARY KEY,
+	key        TEXT NOT NULL,
+	id         TEXT NOT NULL,
+	collection TEXT NOT NULL,
+	at         INTEGER NOT NULL, -- unix nanoseconds, UTC
+	strategy   TEXT NOT NULL,    -- "auto:latest", "auto:script", "manual", "bulk:latest", ...
+	by         TEXT NOT NULL,    -- who or what resolved it
+	node       TEXT NOT NULL,    -- the node that resolved it
+	versions   TEXT NOT NULL,    -- JSON array of the replaced versions
+	result     TEXT NOT NULL     -- JSON: what it resolved to
+);
+CREATE INDEX IF NOT EXISTS resolutions_key ON resolutions(key, seq);
+
 -- Replication: the last etag accepted from each source database copy.
 CREATE TABLE IF NOT EXISTS replication_sources (
 	source    TEXT PRIMARY KEY, -- the source's database id

@@ -25,6 +25,8 @@ const (
 	sqlInsertConflict        = `INSERT INTO conflicts(etag, key, id, collection, change_vector, last_modified, tombstone, body) VALUES(?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlDropConflicts         = `DELETE FROM conflicts WHERE key = ?`
 	sqlDeleteConflictByEtag  = `DELETE FROM conflicts WHERE etag = ?`
+	sqlConflictFull          = `SELECT etag, id, collection, change_vector, last_modified, tombstone, body FROM conflicts WHERE key = ? ORDER BY etag`
+	sqlLogResolution         = `INSERT INTO resolutions(key, id, collection, at, strategy, by, node, versions, result) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlGetSourceEtag         = `SELECT last_etag FROM replication_sources WHERE source = ?`
 	sqlSetSourceEtag         = `INSERT INTO replication_sources(source, last_etag) VALUES(?, ?) ON CONFLICT(source) DO UPDATE SET last_etag = max(last_etag, excluded.last_etag)`
 	sqlAddIDNumbers          = `INSERT INTO id_numbers(key, prefix, suffix, docs, max_n) VALUES(?, ?, ?, ?, ?)
@@ -56,5 +58,7 @@ var writerStatements = []string{
 	sqlDropConflicts,
 	sqlDeleteConflictByEtag,
 	sqlGetSourceEtag,
+	sqlConflictFull,
+	sqlLogResolution,
 	sqlSetSourceEtag,
 }

@@ -38,6 +38,8 @@ type Tx struct {
 
 	// anyConflicts: this transaction stored a conflict.
 	anyConflicts bool
+	// actor is who the current request's resolutions are logged as.
+	actor string
 }
 
 // stmt returns the prepared statement for q bound to this transaction.
@@ -60,6 +62,7 @@ func (tx *Tx) run(fn func(*Tx) error) error {
 	if _, err := tx.exec(sqlSavepoint); err != nil {
 		return err
 	}
+	tx.actor = ""
 	etag, cv, cvText, nchanges := tx.lastEtag, tx.cv, tx.cvText, len(tx.changes)
 	saved := make(map[string]Collection, len(tx.deltas))
 	for k, d := range tx.deltas {
@@ -295,13 +298,37 @@ func (tx *Tx) Put(id string, doc document.Parsed, expected *string) (Info, error
 		return Info{}, err
 	}
 	key := LowerID(id)
+	var resolved []Version
 	if !known {
 		// A write to a conflicted id resolves it: its vector (the database
 		// vector plus this write) has seen every version.
-		if _, err := tx.resolveConflicts(key); err != nil {
+		var err error
+		if resolved, err = tx.takeConflicts(key); err != nil {
 			return Info{}, err
 		}
 	}
+	info, err := tx.put(id, key, known, doc, expected)
+	if err == nil && len(resolved) > 0 {
+		err = tx.logResolution(info.ID, info.Collection, "manual", tx.by(), resolved, Version{
+			ID: info.ID, Collection: info.Collection, ChangeVector: info.ChangeVector, LastModified: info.LastModified, Body: doc.Body,
+		})
+	}
+	return info, err
+}
+
+// by names who a local write's conflict resolution is attributed to.
+func (tx *Tx) by() string {
+	if tx.actor != "" {
+		return tx.actor
+	}
+	return "client write"
+}
+
+// SetActor names who the request's writes are attributed to in the
+// resolution log ("studio", "api", ...).
+func (tx *Tx) SetActor(who string) { tx.actor = who }
+
+func (tx *Tx) put(id, key string, known bool, doc document.Parsed, expected *string) (Info, error) {
 	ckey, cname := tx.collectionKey(doc.Collection)
 	// Fast path for a new document: try the insert first and look the
 	// document up only when the id is taken. It serves ids known to be new,
@@ -403,7 +430,7 @@ func (tx *Tx) removeTombstone(key string) error {
 // document is not an error; deleted reports whether anything was removed.
 func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err error) {
 	key := LowerID(id)
-	versions, err := tx.resolveConflicts(key)
+	versions, err := tx.takeConflicts(key)
 	if err != nil {
 		return Info{}, false, err
 	}
@@ -411,13 +438,20 @@ func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err 
 		// Deleting a conflicted id resolves it to a tombstone.
 		etag, cv := tx.nextWrite()
 		c := versions[0]
-		ckey, cname := tx.collectionKey(c.coll)
-		if _, err := tx.exec(sqlInsertTombstone, etag, key, c.id, cname, int64(0), cv, tx.now.UnixNano()); err != nil {
+		ckey, cname := tx.collectionKey(c.Collection)
+		if tx.mayHaveTombstones() {
+			if err := tx.removeTombstone(key); err != nil {
+				return Info{}, false, err
+			}
+		}
+		if _, err := tx.exec(sqlInsertTombstone, etag, key, c.ID, cname, int64(0), cv, tx.now.UnixNano()); err != nil {
 			return Info{}, false, err
 		}
 		tx.delta(ckey, cname).Tombstones++
-		tx.changes = append(tx.changes, Change{Type: "Delete", ID: c.id, Collection: cname, ChangeVector: cv, Etag: etag})
-		return Info{ID: c.id, Collection: cname, ChangeVector: cv, Etag: etag, LastModified: tx.now}, true, nil
+		tx.changes = append(tx.changes, Change{Type: "Delete", ID: c.ID, Collection: cname, ChangeVector: cv, Etag: etag})
+		info := Info{ID: c.ID, Collection: cname, ChangeVector: cv, Etag: etag, LastModified: tx.now}
+		err := tx.logResolution(c.ID, cname, "manual", tx.by(), versions, Version{ID: c.ID, Collection: cname, ChangeVector: cv, LastModified: tx.now, Tombstone: true})
+		return info, err == nil, err
 	}
 	old, err := tx.lookup(key)
 	if err != nil {

@@ -1,0 +1,39 @@
+package storage
+
+import "context"
+
+// Exchange copies to "to" everything of "from" that it has not accepted
+// yet, the way a replication loop does but in-process: changes in etag
+// order after the last accepted etag, batch items per transaction. Tests
+// and tools use it to build copies that diverged; it returns the outcomes.
+func Exchange(ctx context.Context, from, to *DB, batch int) (map[Outcome]int, error) {
+	out := map[Outcome]int{}
+	for {
+		var after int64
+		err := to.Write(ctx, func(tx *Tx) error {
+			var err error
+			after, err = tx.SourceEtag(from.DatabaseID())
+			return err
+		})
+		if err != nil {
+			return out, err
+		}
+		items, err := from.ChangesAfter(ctx, after, batch)
+		if err != nil || len(items) == 0 {
+			return out, err
+		}
+		err = to.Write(ctx, func(tx *Tx) error {
+			for _, it := range items {
+				o, err := tx.ApplyReplicated(it)
+				if err != nil {
+					return err
+				}
+				out[o]++
+			}
+			return tx.SetSourceEtag(from.DatabaseID(), items[len(items)-1].Etag)
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+}

@@ -119,7 +119,7 @@ func (o *Operation) Wait(ctx context.Context) error {
 type Manager struct {
 	Engine   *Engine
 	Auto     *Auto // for the configured strategy
-	Chunk    int   // ids per transaction (128 when 0)
+	Chunk    int   // ids per transaction (256 when 0)
 	OnChange func(database string)
 
 	mu   sync.Mutex
@@ -367,7 +367,7 @@ func (o *Operation) Resume() error {
 func (o *Operation) run(ctx context.Context) error {
 	chunk := o.m.Chunk
 	if chunk <= 0 {
-		chunk = 128
+		chunk = 256
 	}
 	o.mu.Lock()
 	spec := o.p.Spec

@@ -52,6 +52,7 @@ type config struct {
 	identBatch  int   // identity ids taken in batches
 	probeNs     []int // existing-document counts for the probe measurement
 	studioDocs  int   // documents in the collection behind the studio pages (0 skips)
+	conflicts   int   // conflicted documents for the resolution measurements (0 skips)
 	dir         string
 }
 
@@ -66,6 +67,7 @@ func main() {
 	flag.IntVar(&c.identBatch, "identity-batched", 20_000, "identity ids taken 100 per batch")
 	probes := flag.String("probe-n", "1000,100000,1000000", "existing-document counts for the probe measurement")
 	flag.IntVar(&c.studioDocs, "studio-docs", 1_000_000, "documents in one collection for the studio page timings (0 skips them)")
+	flag.IntVar(&c.conflicts, "conflicts", 100_000, "conflicted documents resolved on arrival and in bulk (0 skips)")
 	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	flag.Parse()
@@ -90,6 +92,7 @@ func main() {
 			"identity-batched": func() { c.identBatch = 2000 },
 			"probe-n":          func() { *probes = "1000,10000" },
 			"studio-docs":      func() { c.studioDocs = 20_000 },
+			"conflicts":        func() { c.conflicts = 5000 },
 		}
 		for name, apply := range quickDefaults {
 			if !set[name] {
@@ -173,6 +176,13 @@ func run(c config, out io.Writer) error {
 	if c.studioDocs > 0 {
 		fmt.Fprintf(out, "\n## Studio pages, server-side render with %d documents in one collection (30 requests each)\n", c.studioDocs)
 		if err := studioPages(out, c.dir, c.studioDocs, 30); err != nil {
+			return err
+		}
+	}
+
+	if c.conflicts > 0 {
+		fmt.Fprintf(out, "\n## Conflict resolution, %d conflicted documents (storage engine, no HTTP)\n", c.conflicts)
+		if err := conflictBench(out, c.dir, c.conflicts); err != nil {
 			return err
 		}
 	}

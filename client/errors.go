@@ -124,6 +124,11 @@ func errorFromResponse(database, method, url string, status int, header http.Hea
 	if strings.HasSuffix(env.Type, "DatabaseDoesNotExistException") {
 		return &DatabaseDoesNotExistError{Database: database, Message: orDefault(env.Message, firstLine(env.Error))}
 	}
+	if strings.HasSuffix(env.Type, "DocumentConflictException") {
+		var c struct{ DocId string }
+		_ = json.Unmarshal(body, &c)
+		return &DocumentConflictError{ServerError: se, DocID: c.DocId}
+	}
 	if status == http.StatusConflict || strings.HasSuffix(env.Type, "ConcurrencyException") {
 		return &ConcurrencyError{ServerError: se}
 	}

@@ -61,6 +61,8 @@ func TestConflictAPI(t *testing.T) {
 		{name: "conflicted load", method: "GET", url: "/databases/c/docs?&id=orders%2F1", status: 409, errType: "Raven.Client.Exceptions.Documents.DocumentConflictException"},
 		{name: "conflicted in a multi-load", method: "GET", url: "/databases/c/docs?&id=nope&id=orders%2F1", status: 409, errType: "Raven.Client.Exceptions.Documents.DocumentConflictException"},
 		{name: "missing is still 404", method: "GET", url: "/databases/c/docs?&id=orders%2F2", status: 404},
+		{name: "the error names the id", method: "GET", url: "/databases/c/docs?id=orders%2F1", status: 409, contains: []string{`"DocId":"orders/1"`}},
+		{name: "stats count conflicts", method: "GET", url: "/databases/c/stats", status: 200, contains: []string{`"CountOfDocumentsConflicts":1`, `"CountOfConflicts":2`}},
 		{name: "list", method: "GET", url: "/databases/c/replication/conflicts", status: 200, contains: []string{`"TotalResults":1`, `"Id":"orders/1"`, `"Versions":2`}},
 		{name: "versions", method: "GET", url: "/databases/c/replication/conflicts?docId=ORDERS/1", status: 200, contains: []string{`"Id":"orders/1"`, `"by":"A"`, `"by":"B"`, `B:5-Qfo6Xn1dQEeVq0mZ1W2yXg`}},
 		{name: "suggest", method: "GET", url: "/databases/c/studio-tasks/suggest-conflict-resolution?docId=orders/1", status: 200, contains: []string{`"ConflictingFields":["by"]`, `"n":1`, `"by":"B"`}},

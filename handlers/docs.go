@@ -63,7 +63,9 @@ func (a *API) loadDocs(c echo.Context, idList []string) error {
 			if conflicted, err := db.HasConflict(ctx, idList[i]); err != nil {
 				return err
 			} else if conflicted {
-				return dberr.New(dberr.DocumentConflict, "Conflict detected on '%s': its versions must be resolved before it can be loaded.", idList[i])
+				e := dberr.New(dberr.DocumentConflict, "Conflict detected on '%s': its versions must be resolved before it can be loaded.", idList[i])
+				e.DocID = idList[i]
+				return e
 			}
 		}
 		if len(idList) == 1 && docs[0] == nil {

@@ -18,6 +18,10 @@ func (a *API) stats(c echo.Context) error {
 		return err
 	}
 	s := db.Stats()
+	conflictedDocs, conflictRows, err := db.ConflictCounts(c.Request().Context())
+	if err != nil {
+		return err
+	}
 	var lastWrite any
 	if !s.LastWrite.IsZero() {
 		lastWrite = document.FormatTime(s.LastWrite)
@@ -28,9 +32,9 @@ func (a *API) stats(c echo.Context) error {
 		"CountOfIndexes":                           0,
 		"CountOfDocuments":                         s.Documents,
 		"CountOfRevisionDocuments":                 0,
-		"CountOfDocumentsConflicts":                0,
+		"CountOfDocumentsConflicts":                conflictedDocs,
 		"CountOfTombstones":                        s.Tombstones,
-		"CountOfConflicts":                         0,
+		"CountOfConflicts":                         conflictRows,
 		"CountOfAttachments":                       0,
 		"CountOfUniqueAttachments":                 0,
 		"CountOfCounterEntries":                    0,
@@ -56,6 +60,10 @@ func (a *API) collectionStats(c echo.Context) error {
 		return err
 	}
 	s := db.Stats()
+	conflictedDocs, conflictRows, err := db.ConflictCounts(c.Request().Context())
+	if err != nil {
+		return err
+	}
 	sort.Slice(s.Collections, func(i, j int) bool { return s.Collections[i].Name < s.Collections[j].Name })
 	colls := map[string]int64{}
 	for _, col := range s.Collections {
@@ -65,8 +73,8 @@ func (a *API) collectionStats(c echo.Context) error {
 	}
 	return writeJSON(c, http.StatusOK, map[string]any{
 		"CountOfDocuments":          s.Documents,
-		"CountOfConflicts":          0,
-		"CountOfDocumentsConflicts": 0,
+		"CountOfConflicts":          conflictRows,
+		"CountOfDocumentsConflicts": conflictedDocs,
 		"CountOfTombstones":         s.Tombstones,
 		"Collections":               colls,
 	})

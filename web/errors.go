@@ -19,6 +19,7 @@ type envelope struct {
 	Type    string
 	Message string
 	Error   string
+	DocId   string `json:",omitempty"` // DocumentConflictException
 }
 
 // ravenError maps an error to its status and RavenDB exception type.
@@ -87,7 +88,11 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if status >= 500 && status != http.StatusServiceUnavailable {
 		s.log.Error("request failed", "method", c.Request().Method, "url", c.Request().URL.String(), "error", err)
 	}
-	body, _ := json.Marshal(envelope{Url: c.Request().URL.RequestURI(), Type: typ, Message: msg, Error: msg})
+	env := envelope{Url: c.Request().URL.RequestURI(), Type: typ, Message: msg, Error: msg}
+	if de != nil {
+		env.DocId = de.DocID
+	}
+	body, _ := json.Marshal(env)
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)
 		return

@@ -35,6 +35,7 @@ type Error struct {
 	Kind     Kind
 	Msg      string
 	Database string // set for DatabaseMissing
+	DocID    string // set for DocumentConflict
 	Err      error  // optional cause
 }
 

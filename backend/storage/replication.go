@@ -470,3 +470,13 @@ func (db *DB) ConflictCount(ctx context.Context) (int, error) {
 	err := db.reader.QueryRowContext(ctx, `SELECT COUNT(DISTINCT key) FROM conflicts`).Scan(&n)
 	return n, err
 }
+
+// ConflictCounts returns the number of conflicted ids and of stored
+// conflict versions.
+func (db *DB) ConflictCounts(ctx context.Context) (ids, versions int, err error) {
+	if !db.conflicted.Load() {
+		return 0, 0, nil
+	}
+	err = db.reader.QueryRowContext(ctx, `SELECT COUNT(DISTINCT key), COUNT(*) FROM conflicts`).Scan(&ids, &versions)
+	return ids, versions, err
+}

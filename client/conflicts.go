@@ -70,8 +70,8 @@ func (s *DocumentStore) ConflictVersions(ctx context.Context, id string) ([]Conf
 // strategy (latest, manual, node:<tag> or script, with Script) and
 // per-collection strategies. Every node applies the same one.
 type ConflictSolver struct {
-	Default     string                             `json:",omitempty"`
-	Script      string                             `json:",omitempty"`
+	Default     string                              `json:",omitempty"`
+	Script      string                              `json:",omitempty"`
 	Collections map[string]CollectionConflictSolver `json:",omitempty"`
 }
 

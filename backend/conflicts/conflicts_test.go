@@ -504,3 +504,37 @@ func TestBulkCancelAndResume(t *testing.T) {
 		t.Fatal("a finished operation cannot be resumed")
 	}
 }
+
+// A copy that resolved automatically and a copy that stored the same
+// conflict (its resolver declined: a script that timed out there, or a
+// configuration change not applied yet) still converge: the resolution
+// carries an entry of its own, so the storing copy takes it as an update
+// instead of skipping it as already seen.
+func TestResolutionReachesACopyThatStoredTheConflict(t *testing.T) {
+	a, b, c := open(t, "A"), open(t, "B"), open(t, "C")
+	b.SetResolver(&conflicts.Auto{Engine: conflicts.NewEngine(nil), Settings: settings{}, NodeTag: "B"})
+	put(t, a, "x/1", `{"v":"a","@metadata":{"@collection":"Xs"}}`)
+	put(t, c, "x/1", `{"v":"c","@metadata":{"@collection":"Xs"}}`)
+	exchange(t, a, c) // C: no resolver, the conflict is stored
+	if n, _ := c.ConflictCount(context.Background()); n != 1 {
+		t.Fatalf("C conflicts %d", n)
+	}
+	exchange(t, a, b)
+	if got := exchange(t, c, b); got[storage.Resolved] != 1 {
+		t.Fatalf("B should resolve on arrival: %v", got)
+	}
+	if got := exchange(t, b, c); got[storage.Applied] != 1 {
+		t.Fatalf("C should take B's resolution as an update: %v", got)
+	}
+	if n, _ := c.ConflictCount(context.Background()); n != 0 {
+		t.Fatalf("C still has %d conflicts", n)
+	}
+	for round := 0; round < 2; round++ {
+		for _, p := range [][2]*storage.DB{{a, b}, {a, c}, {b, a}, {b, c}, {c, a}, {c, b}} {
+			exchange(t, p[0], p[1])
+		}
+	}
+	if snapshot(t, a) != snapshot(t, b) || snapshot(t, b) != snapshot(t, c) {
+		t.Fatalf("copies differ:\nA %s\nB %s\nC %s", snapshot(t, a), snapshot(t, b), snapshot(t, c))
+	}
+}

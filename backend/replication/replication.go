@@ -42,6 +42,7 @@ type wireItem struct {
 	Etag         int64
 	LastModified time.Time
 	Body         json.RawMessage `json:",omitempty"`
+	Unordered    bool            `json:",omitempty"` // see storage.Item
 }
 
 type message struct {
@@ -234,11 +235,10 @@ func (s *Sender) session(ctx context.Context) error {
 		// skipped, but the batch still moves the position past it.
 		batch := message{Type: typeBatch, LastEtag: items[len(items)-1].Etag}
 		for _, it := range items {
-			cv, err := changevector.Parse(it.ChangeVector)
-			if err == nil && changevector.Compare(cv, destCV) == changevector.AlreadyMerged {
+			if it.Skippable(destCV) {
 				continue
 			}
-			batch.Items = append(batch.Items, wireItem{Type: it.Type, ID: it.ID, Collection: it.Collection, ChangeVector: it.ChangeVector, Etag: it.Etag, LastModified: it.LastModified, Body: it.Body})
+			batch.Items = append(batch.Items, wireItem{Type: it.Type, ID: it.ID, Collection: it.Collection, ChangeVector: it.ChangeVector, Etag: it.Etag, LastModified: it.LastModified, Body: it.Body, Unordered: it.Unordered})
 		}
 		if err := send(ctx, conn, batch); err != nil {
 			return err
@@ -299,7 +299,7 @@ func Receive(ctx context.Context, conn Conn, lookup func(name string) (*storage.
 		case typeBatch:
 			err := db.Write(ctx, func(tx *storage.Tx) error {
 				for _, w := range m.Items {
-					it := storage.Item{Type: w.Type, ID: w.ID, Collection: w.Collection, ChangeVector: w.ChangeVector, Etag: w.Etag, LastModified: w.LastModified, Body: w.Body}
+					it := storage.Item{Type: w.Type, ID: w.ID, Collection: w.Collection, ChangeVector: w.ChangeVector, Etag: w.Etag, LastModified: w.LastModified, Body: w.Body, Unordered: w.Unordered}
 					if _, err := tx.ApplyReplicated(it); err != nil {
 						return err
 					}

@@ -1,11 +1,17 @@
 package storage
 
-import "context"
+import (
+	"context"
+
+	"github.com/rookerydb/rookery/backend/changevector"
+)
 
 // Exchange copies to "to" everything of "from" that it has not accepted
 // yet, the way a replication loop does but in-process: changes in etag
-// order after the last accepted etag, batch items per transaction. Tests
-// and tools use it to build copies that diverged; it returns the outcomes.
+// order after the last accepted etag, leaving out items already merged into
+// the destination's database vector (as the sender does), batch items per
+// transaction. Tests and tools use it to build copies that diverged; it
+// returns the outcomes (left-out items count as Skipped).
 func Exchange(ctx context.Context, from, to *DB, batch int) (map[Outcome]int, error) {
 	out := map[Outcome]int{}
 	for {
@@ -22,8 +28,13 @@ func Exchange(ctx context.Context, from, to *DB, batch int) (map[Outcome]int, er
 		if err != nil || len(items) == 0 {
 			return out, err
 		}
+		dest, _ := changevector.Parse(to.ChangeVector())
 		err = to.Write(ctx, func(tx *Tx) error {
 			for _, it := range items {
+				if it.Skippable(dest) {
+					out[Skipped]++
+					continue
+				}
 				o, err := tx.ApplyReplicated(it)
 				if err != nil {
 					return err

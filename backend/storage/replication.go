@@ -24,6 +24,30 @@ type Item struct {
 	Etag         int64
 	LastModified time.Time
 	Body         []byte
+	// Conflict: the item is a stored conflict version.
+	Conflict bool
+	// Unordered: the version's vector does not carry a fresh entry of the
+	// copy that wrote it (a merge of concurrent versions, a conflict
+	// version, or a version that came from one), so copies may learn of it
+	// after writes it did not precede. A sender must send it even when the
+	// destination's database vector already covers its vector; for other
+	// items that means the destination has it or something newer.
+	Unordered bool
+}
+
+// flagUnordered marks a stored version as Unordered (docs and tombstones
+// flags column).
+const flagUnordered = 1
+
+// Skippable tells a sender that it may leave the item out for a
+// destination whose database vector is dest: the vector is already merged
+// there and the item is not Unordered.
+func (it Item) Skippable(dest changevector.Vector) bool {
+	if it.Unordered || it.Conflict {
+		return false
+	}
+	cv, err := changevector.Parse(it.ChangeVector)
+	return err == nil && changevector.Compare(cv, dest) == changevector.AlreadyMerged
 }
 
 // ChangesAfter returns up to limit documents, tombstones and conflict
@@ -32,11 +56,11 @@ type Item struct {
 // up with the same set. The tables are walked by their rowid (the etag).
 func (db *DB) ChangesAfter(ctx context.Context, after int64, limit int) ([]Item, error) {
 	rows, err := db.reader.QueryContext(ctx, `
-		SELECT 'Put', etag, id, collection, change_vector, last_modified, body FROM docs WHERE etag > ?1
+		SELECT 'Put', etag, id, collection, change_vector, last_modified, body, 0, flags FROM docs WHERE etag > ?1
 		UNION ALL
-		SELECT 'Delete', etag, id, collection, change_vector, last_modified, NULL FROM tombstones WHERE etag > ?1
+		SELECT 'Delete', etag, id, collection, change_vector, last_modified, NULL, 0, flags FROM tombstones WHERE etag > ?1
 		UNION ALL
-		SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body FROM conflicts WHERE etag > ?1
+		SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 1, 1 FROM conflicts WHERE etag > ?1
 		ORDER BY 2 LIMIT ?2`, after, limit)
 	if err != nil {
 		return nil, err
@@ -46,9 +70,11 @@ func (db *DB) ChangesAfter(ctx context.Context, after int64, limit int) ([]Item,
 	for rows.Next() {
 		var it Item
 		var lm int64
-		if err := rows.Scan(&it.Type, &it.Etag, &it.ID, &it.Collection, &it.ChangeVector, &lm, &it.Body); err != nil {
+		var flags int64
+		if err := rows.Scan(&it.Type, &it.Etag, &it.ID, &it.Collection, &it.ChangeVector, &lm, &it.Body, &it.Conflict, &flags); err != nil {
 			return nil, err
 		}
+		it.Unordered = flags&flagUnordered != 0
 		it.LastModified = time.Unix(0, lm).UTC()
 		out = append(out, it)
 	}
@@ -81,11 +107,10 @@ func (o Outcome) String() string {
 
 // autoResolve asks the database's resolver to decide a conflict between the
 // incoming item and the local version (when it exists) or the stored
-// versions. The result takes the merge of every version's vector and no
-// new entry of its own: every copy reaches the same result from the same
-// versions, and two copies that resolved alike agree without another
-// exchange. It reports false when there is no resolver, the versions span
-// collections, or the resolver declines.
+// versions. Every copy reaches the same content from the same versions; the
+// result is written as a local version (see below). It reports false when
+// there is no resolver, the versions span collections, or the resolver
+// declines.
 func (tx *Tx) autoResolve(key string, it Item, local localVersion) (bool, error) {
 	r := tx.db.currentResolver()
 	if r == nil {
@@ -121,13 +146,20 @@ func (tx *Tx) autoResolve(key string, it Item, local localVersion) (bool, error)
 	} else if err := tx.dropConflicts(key); err != nil {
 		return false, err
 	}
-	out := Item{Type: "Put", ID: versions[0].ID, Collection: coll, ChangeVector: MergedVector(versions), LastModified: res.LastModified, Body: res.Body}
+	// The result is a new local version: the database vector (which has
+	// absorbed every version) plus an entry of this copy's own, so that it
+	// supersedes the versions on copies that stored the conflict instead of
+	// resolving it. Copies that resolved alike hold identical content and
+	// merge without another entry.
+	_, cv := tx.peekWrite()
+	out := Item{Type: "Put", ID: versions[0].ID, Collection: coll, ChangeVector: cv, LastModified: res.LastModified, Body: res.Body}
 	if res.Tombstone {
 		out.Type, out.Body = "Delete", nil
 	}
-	if err := tx.writeVersion(key, out, localVersion{}); err != nil {
+	if err := tx.writeVersion(key, out, localVersion{}); err != nil { // takes the peeked etag
 		return false, err
 	}
+	tx.cv, tx.cvText = tx.pendingCV, tx.pendingText
 	_, cname := tx.collectionKey(coll)
 	return true, tx.logResolution(out.ID, cname, res.Strategy, "auto", versions, Version{
 		ID: out.ID, Collection: cname, ChangeVector: out.ChangeVector, LastModified: out.LastModified, Tombstone: res.Tombstone, Body: out.Body,
@@ -231,7 +263,7 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 	switch {
 	case local.tombstone && it.Type == "Delete",
 		!local.tombstone && it.Type == "Put" && bytes.Equal(local.body, it.Body):
-		it.ChangeVector = merged
+		it.ChangeVector, it.Unordered = merged, true
 		return Merged, tx.writeVersion(key, it, local)
 	case !local.tombstone && it.Type == "Put" && strings.HasPrefix(key, "raven/hilo/"):
 		// HiLo documents never conflict: the highest Max wins, so a range
@@ -239,7 +271,7 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 		if hiloMax(local.body) > hiloMax(it.Body) {
 			it.Body, it.LastModified = local.body, time.Unix(0, local.lm).UTC()
 		}
-		it.ChangeVector = merged
+		it.ChangeVector, it.Unordered = merged, true
 		return Merged, tx.writeVersion(key, it, local)
 	}
 	if ok, err := tx.autoResolve(key, it, local); ok || err != nil {
@@ -284,15 +316,19 @@ func (tx *Tx) writeVersion(key string, it Item, local localVersion) error {
 	if local.exists {
 		id = local.id // ids keep their first spelling
 	}
+	var flags int64
+	if it.Unordered || it.Conflict {
+		flags = flagUnordered // a version that came from a conflict stays unordered
+	}
 	if it.Type == "Delete" {
-		if _, err := tx.exec(sqlInsertTombstone, etag, key, id, cname, local.etag, it.ChangeVector, lm); err != nil {
+		if _, err := tx.exec(sqlInsertReplTombstone, etag, key, id, cname, local.etag, it.ChangeVector, lm, flags); err != nil {
 			return err
 		}
 		tx.delta(ckey, cname).Tombstones++
 		tx.changes = append(tx.changes, Change{Type: "Delete", ID: id, Collection: cname, ChangeVector: it.ChangeVector, Etag: etag})
 		return nil
 	}
-	if _, err := tx.exec(sqlInsertDoc, etag, key, id, cname, it.ChangeVector, lm, it.Body); err != nil {
+	if _, err := tx.exec(sqlInsertReplDoc, etag, key, id, cname, it.ChangeVector, lm, flags, it.Body); err != nil {
 		return err
 	}
 	tx.delta(ckey, cname).Docs++

@@ -13,7 +13,7 @@ const (
 	sqlGetDoc                = `SELECT ` + docColumns + ` FROM docs WHERE key = ?`
 	sqlExists                = `SELECT 1 FROM docs WHERE key = ?`
 	sqlLookup                = `SELECT etag, id, collection, change_vector FROM docs WHERE key = ?`
-	sqlUpdateDoc             = `UPDATE docs SET etag = ?, change_vector = ?, last_modified = ?, body = ? WHERE etag = ?`
+	sqlUpdateDoc             = `UPDATE docs SET etag = ?, change_vector = ?, last_modified = ?, body = ?, flags = 0 WHERE etag = ?`
 	sqlInsertDoc             = `INSERT INTO docs(etag, key, id, collection, change_vector, last_modified, flags, body) VALUES(?, ?, ?, ?, ?, ?, 0, ?)`
 	sqlInsertNewDoc          = `INSERT INTO docs(etag, key, id, collection, change_vector, last_modified, flags, body) VALUES(?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT(key) DO NOTHING`
 	sqlRemoveTombstone       = `DELETE FROM tombstones WHERE key = ? RETURNING collection`
@@ -27,6 +27,8 @@ const (
 	sqlDeleteConflictByEtag  = `DELETE FROM conflicts WHERE etag = ?`
 	sqlConflictFull          = `SELECT etag, id, collection, change_vector, last_modified, tombstone, body FROM conflicts WHERE key = ? ORDER BY etag`
 	sqlLogResolution         = `INSERT INTO resolutions(key, id, collection, at, strategy, by, node, versions, result) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertReplDoc         = `INSERT INTO docs(etag, key, id, collection, change_vector, last_modified, flags, body) VALUES(?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertReplTombstone   = `INSERT INTO tombstones(etag, key, id, collection, deleted_etag, change_vector, last_modified, flags) VALUES(?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlGetSourceEtag         = `SELECT last_etag FROM replication_sources WHERE source = ?`
 	sqlSetSourceEtag         = `INSERT INTO replication_sources(source, last_etag) VALUES(?, ?) ON CONFLICT(source) DO UPDATE SET last_etag = max(last_etag, excluded.last_etag)`
 	sqlAddIDNumbers          = `INSERT INTO id_numbers(key, prefix, suffix, docs, max_n) VALUES(?, ?, ?, ?, ?)
@@ -59,6 +61,8 @@ var writerStatements = []string{
 	sqlDeleteConflictByEtag,
 	sqlGetSourceEtag,
 	sqlConflictFull,
+	sqlInsertReplDoc,
+	sqlInsertReplTombstone,
 	sqlLogResolution,
 	sqlSetSourceEtag,
 }

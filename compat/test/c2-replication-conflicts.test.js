@@ -268,7 +268,9 @@ describe("replication, failover and conflicts with the npm client", () => {
             assert.match(thrown.message, new RegExp(`Conflict detected on '${ID}'`, "i"), `${node.tag}: ${thrown.message}`);
             // The client attaches the raw response body (a string) as err.json.
             assert.equal(typeof thrown.json, "string", `${node.tag}: the error carries the response body`);
-            assert.equal(JSON.parse(thrown.json).Type, "Raven.Client.Exceptions.Documents.DocumentConflictException");
+            const body = JSON.parse(thrown.json);
+            assert.equal(body.Type, "Raven.Client.Exceptions.Documents.DocumentConflictException");
+            assert.equal(body.DocId, ID);
         }
 
         // Resolve with a plain store + saveChanges in a new session. Without optimistic

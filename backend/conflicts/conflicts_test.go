@@ -538,3 +538,36 @@ func TestResolutionReachesACopyThatStoredTheConflict(t *testing.T) {
 		t.Fatalf("copies differ:\nA %s\nB %s\nC %s", snapshot(t, a), snapshot(t, b), snapshot(t, c))
 	}
 }
+
+// Optimistic concurrency on a conflicted id: "must be new" and a vector
+// from before the conflict are refused (nothing is resolved); a write
+// without an expectation, or one whose vector saw every version, resolves.
+func TestConcurrencyOnAConflictedID(t *testing.T) {
+	a, b := open(t, "A"), open(t, "B")
+	before := put(t, a, "k/1", `{"v":0,"@metadata":{"@collection":"Ks"}}`)
+	exchange(t, a, b)
+	put(t, a, "k/1", `{"v":"a","@metadata":{"@collection":"Ks"}}`)
+	put(t, b, "k/1", `{"v":"b","@metadata":{"@collection":"Ks"}}`)
+	exchange(t, b, a)
+	write := func(expected *string) error {
+		p, _ := document.Parse([]byte(`{"v":"resolved","@metadata":{"@collection":"Ks"}}`))
+		return a.Write(context.Background(), func(tx *storage.Tx) error { _, err := tx.Put("k/1", p, expected); return err })
+	}
+	empty, stale := "", before.ChangeVector
+	for _, exp := range []*string{&empty, &stale} {
+		err := write(exp)
+		if err == nil || !strings.Contains(err.Error(), "in conflict") {
+			t.Fatalf("expected %q: %v", *exp, err)
+		}
+		if n, _ := a.ConflictCount(context.Background()); n != 1 {
+			t.Fatal("a refused write must leave the conflict")
+		}
+	}
+	all := a.ChangeVector() // has seen every version
+	if err := write(&all); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := a.ConflictCount(context.Background()); n != 0 {
+		t.Fatal("resolved")
+	}
+}

@@ -306,6 +306,12 @@ func (tx *Tx) Put(id string, doc document.Parsed, expected *string) (Info, error
 		if resolved, err = tx.takeConflicts(key); err != nil {
 			return Info{}, err
 		}
+		if err := checkConflictExpectation(id, resolved, expected); err != nil {
+			return Info{}, err
+		}
+		if len(resolved) > 0 {
+			expected = nil // checked against the versions
+		}
 	}
 	info, err := tx.put(id, key, known, doc, expected)
 	if err == nil && len(resolved) > 0 {
@@ -434,6 +440,11 @@ func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err 
 	if err != nil {
 		return Info{}, false, err
 	}
+	if expected != nil && *expected != "" {
+		if err := checkConflictExpectation(id, versions, expected); err != nil {
+			return Info{}, false, err
+		}
+	}
 	if len(versions) > 0 {
 		// Deleting a conflicted id resolves it to a tombstone.
 		etag, cv := tx.nextWrite()
@@ -496,4 +507,29 @@ func pad19(n int64) string {
 		return s
 	}
 	return strings.Repeat("0", 19-len(s)) + s
+}
+
+// checkConflictExpectation applies optimistic concurrency to a write that
+// resolves a conflict: "must be new" fails (the id exists, in conflict),
+// and an expected change vector must have seen every version, so a client
+// holding a vector from before the conflict cannot resolve it blindly.
+// Without an expectation the write resolves the conflict.
+func checkConflictExpectation(id string, versions []Version, expected *string) error {
+	if expected == nil || len(versions) == 0 {
+		return nil
+	}
+	if *expected == "" {
+		return concurrencyErr("Document %s is in conflict (%d versions), but the write expected a new document. Optimistic concurrency violation, transaction will be aborted.", id, len(versions))
+	}
+	exp, err := changevector.Parse(*expected)
+	if err != nil {
+		return dberr.New(dberr.BadRequest, "change vector %q: %v", *expected, err)
+	}
+	for _, v := range versions {
+		cv, _ := changevector.Parse(v.ChangeVector)
+		if changevector.Compare(cv, exp) != changevector.AlreadyMerged {
+			return concurrencyErr("Document %s is in conflict and its version %s is newer than the expected change vector %s. Optimistic concurrency violation, transaction will be aborted.", id, v.ChangeVector, *expected)
+		}
+	}
+	return nil
 }

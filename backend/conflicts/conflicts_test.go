@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -464,22 +465,30 @@ func TestBulkCancelAndResume(t *testing.T) {
 	m := conflicts.NewManager(conflicts.NewEngine(nil), nil)
 	m.Chunk = 4
 	ctx := context.Background()
-	stopped := make(chan struct{})
-	var op *conflicts.Operation
-	first := true
+	// Each chunk reports through OnChange; blocking there holds the
+	// operation still until the test has looked at it.
+	ticks := make(chan struct{})
+	var draining atomic.Bool
 	m.OnChange = func(string) {
-		if first && op != nil && op.Progress().Done >= 8 {
-			first = false
-			op.Cancel()
-			close(stopped)
+		if !draining.Load() {
+			ticks <- struct{}{}
 		}
 	}
-	var err error
-	op, err = m.Start(a, conflicts.Spec{Strategy: "latest"})
+	op, err := m.Start(a, conflicts.Spec{Strategy: "latest"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-stopped
+	for range ticks {
+		if op.Progress().Done >= 8 {
+			draining.Store(true)
+			op.Cancel()
+			break
+		}
+	}
+	go func() {
+		for range ticks { // a report already on its way
+		}
+	}()
 	_ = op.Wait(ctx)
 	p := op.Progress()
 	if p.State != conflicts.Cancelled || p.Done >= 60 || p.Resolved == 0 {

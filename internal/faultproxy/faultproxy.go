@@ -13,7 +13,9 @@
 //     heals before TCP gives up. On heal the bytes arrive, in order.
 //   - Drop: bytes are read and discarded, including those already queued;
 //     connections stay open and nobody is told (a black hole). Bytes sent
-//     after the heal are delivered, so the peers see a stream with a gap.
+//     after the heal are delivered, so the peers see a stream with a gap. A
+//     close (FIN) is not lost but held until the heal, as TCP retransmits
+//     it.
 //   - Cut: every current connection is closed and new ones are refused
 //     (accepted and reset at once) until the link is healed. A TCP
 //     connection cannot be half cut, so cutting either direction cuts whole
@@ -353,13 +355,13 @@ func (p *Proxy) deliver(l *link, dst net.Conn, d Direction, c chunk) bool {
 		case Cut:
 			return false
 		case Drop:
-			if c.data == nil {
-				// The EOF is lost too: the peer is never told, as in a
-				// black hole. The link ends when the other direction does.
+			if c.data != nil {
+				p.droppedBytes[d].Add(int64(len(c.data)))
 				return true
 			}
-			p.droppedBytes[d].Add(int64(len(c.data)))
-			return true
+			// The close is held rather than lost: TCP retransmits a FIN
+			// until it is acknowledged, so the peer hears of it on heal.
+			fallthrough
 		case Hold:
 			select {
 			case <-changed:

@@ -302,6 +302,22 @@ func TestDropIsSilent(t *testing.T) {
 	}
 }
 
+// A close sent while its direction drops is not lost: it arrives on heal.
+func TestDropHoldsTheClose(t *testing.T) {
+	e := startEcho(t)
+	p := startProxy(t, e.ln.Addr().String())
+	c := dial(t, p)
+	roundTrip(t, c, "before")
+	p.Set(Upstream, Fault{Mode: Drop})
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	// The echo server closes its side when it reads EOF; it has not.
+	nothingArrives(t, c, "client closed its side while upstream drops")
+	p.Heal()
+	closed(t, c, "after the heal the server hears the close and closes too")
+}
+
 // A cut closes the live connections and refuses new ones until healed.
 func TestCut(t *testing.T) {
 	e := startEcho(t)

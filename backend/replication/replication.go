@@ -57,13 +57,24 @@ type message struct {
 	Error        string     `json:",omitempty"`
 }
 
+// DefaultHeartbeat is how often an idle sender proves it is alive.
+const DefaultHeartbeat = 2 * time.Second
+
+// IdleTimeout ends an incoming connection whose sender has said nothing for
+// that long: a sender sends a batch or a heartbeat at least every
+// heartbeat, so the connection is dead, or a message was lost on the way
+// (a silent partition) and both ends would wait for each other forever.
+// Closing it tells the sender, which reconnects and resumes from the
+// accepted position.
+const IdleTimeout = 3 * DefaultHeartbeat
+
 // Dialer opens a connection to a destination node's replication endpoint.
 type Dialer func(ctx context.Context, destURL, database string) (Conn, error)
 
 // Options tune a sender.
 type Options struct {
 	BatchSize int           // items per batch (1024 when 0)
-	Heartbeat time.Duration // 2 s when 0
+	Heartbeat time.Duration // DefaultHeartbeat when 0; at most IdleTimeout/3
 	Logger    *slog.Logger
 }
 
@@ -100,8 +111,9 @@ func NewSender(db *storage.DB, destURL string, dial Dialer, opt Options) *Sender
 		opt.BatchSize = 1024
 	}
 	if opt.Heartbeat <= 0 {
-		opt.Heartbeat = 2 * time.Second
+		opt.Heartbeat = DefaultHeartbeat
 	}
+	opt.Heartbeat = min(opt.Heartbeat, IdleTimeout/3) // or the receiver gives up on it
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
@@ -176,6 +188,17 @@ func recv(ctx context.Context, c Conn) (message, error) {
 		return m, errors.New("destination: " + m.Error)
 	}
 	return m, nil
+}
+
+// recvWithin is recv with a deadline.
+func recvWithin(ctx context.Context, c Conn, d time.Duration) (message, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	m, err := recv(ctx, c)
+	if err != nil && ctx.Err() == context.DeadlineExceeded {
+		return m, fmt.Errorf("nothing from the sender for %s: %w", d, err)
+	}
+	return m, err
 }
 
 // session is one connection's life: handshake, then batches in etag order.
@@ -267,7 +290,7 @@ func (s *Sender) session(ctx context.Context) error {
 // lookup returns, until the connection ends. Each batch is applied in one
 // transaction and acknowledged with the new position and vector.
 func Receive(ctx context.Context, conn Conn, lookup func(name string) (*storage.DB, error)) error {
-	hello, err := recv(ctx, conn)
+	hello, err := recvWithin(ctx, conn, IdleTimeout)
 	if err != nil {
 		return err
 	}
@@ -290,7 +313,7 @@ func Receive(ctx context.Context, conn Conn, lookup func(name string) (*storage.
 		return err
 	}
 	for {
-		m, err := recv(ctx, conn)
+		m, err := recvWithin(ctx, conn, IdleTimeout)
 		if err != nil {
 			return err
 		}

@@ -66,7 +66,7 @@ func runConvergence(t *testing.T, resolveToLatest bool) {
 	setSolver(t, pc.testCluster, resolveToLatest)
 	t.Logf("%5.1fs cluster up", time.Since(started).Seconds())
 
-	run := &convRun{t: t, start: started, failures: map[string]int{}}
+	run := &convRun{failures: map[string]int{}}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, n := range pc.nodes {
@@ -101,16 +101,15 @@ func runConvergence(t *testing.T, resolveToLatest bool) {
 		}
 	}
 	pc.healAll()
-	run.mu.Lock()
-	t.Logf("%5.1fs writes stopped, links healed: %d acknowledged writes, failures %v", time.Since(started).Seconds(), run.acked(), run.failures)
+	acked := run.acked()
+	t.Logf("%5.1fs writes stopped, links healed: %d acknowledged writes, failures %v", time.Since(started).Seconds(), acked, run.failures)
 	for k, c := range run.failures {
 		if k != "network error" {
 			t.Errorf("unexpected answer to a write (%d times): %s", c, k)
 		}
 	}
-	run.mu.Unlock()
-	if run.acked() < 100 {
-		t.Fatalf("only %d writes acknowledged", run.acked())
+	if acked < 100 {
+		t.Fatalf("only %d writes acknowledged", acked)
 	}
 
 	var states []*nodeState
@@ -154,6 +153,11 @@ func runConvergence(t *testing.T, resolveToLatest bool) {
 		}
 		if len(logs) == 0 {
 			t.Errorf("no resolution logged, though final/conflict was written on three partitioned nodes")
+		}
+		for _, e := range logs {
+			if e.By == "auto" && e.Strategy != "latest" {
+				t.Errorf("%s resolved %s automatically with %q, want latest", e.node, e.Id, e.Strategy)
+			}
 		}
 		if d, ok := final.docs["final/conflict"]; !ok || d.token != "final-C" {
 			t.Errorf("final/conflict resolved to %+v, want the latest version, final-C", d)
@@ -336,15 +340,14 @@ func (w *write) String() string {
 }
 
 type convRun struct {
-	t     *testing.T
-	start time.Time
-
 	mu       sync.Mutex
 	writes   []*write
 	failures map[string]int
 }
 
 func (r *convRun) acked() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	n := 0
 	for _, w := range r.writes {
 		if w.acked {
@@ -1292,6 +1295,25 @@ func TestConvergenceChecksCatchLosses(t *testing.T) {
 		if !slices.ContainsFunc(want, func(w string) bool { return strings.HasPrefix(p, w) }) {
 			t.Errorf("unexpected problem: %s", p)
 		}
+	}
+
+	// A private id ends as its node's last write, and never conflicts.
+	problems = nil
+	private := &convRun{writes: []*write{
+		w("A", "private/A/1", false, "p1", "A:1-a"), w("A", "private/A/1", false, "p2", "A:2-a"),
+		w("A", "private/A/2", false, "p3", "A:3-a"), w("A", "private/A/2", true, "p4", "A:4-a"),
+		w("A", "private/A/3", false, "p5", "A:5-a"),
+	}}
+	privFinal := &nodeState{
+		docs: map[string]docState{
+			"private/a/1": {cv: "A:1-a", token: "p1"}, // the older write
+			"private/a/2": {cv: "A:3-a", token: "p3"}, // deleted after
+		},
+		conflicts: map[string][]version{"private/a/3": {{cv: "A:5-a", token: "p5"}, {cv: "B:1-b", token: "x"}}},
+	}
+	checkPrivate(t, private, privFinal, nil, errorf)
+	if len(problems) != 4 {
+		t.Errorf("private id problems: %d, want 4 (an old version, a resurrected delete, a conflict, a missing last write):\n%s", len(problems), strings.Join(problems, "\n"))
 	}
 
 	// A node's later write must dominate what it acknowledged before.

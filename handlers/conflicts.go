@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/document"
@@ -191,25 +193,37 @@ func (a *API) setSolver(c echo.Context) error {
 }
 
 func (a *API) saveSolver(c echo.Context, name string, cfg conflicts.Config) error {
-	if err := cfg.Validate(); err != nil {
+	index, err := SaveConflictConfig(c.Request().Context(), a.Cluster, name, &cfg)
+	if err != nil {
 		return err
+	}
+	return writeJSON(c, http.StatusOK, map[string]any{"RaftCommandIndex": index, "Configuration": cfg})
+}
+
+// SaveConflictConfig validates a database's conflict configuration (cfg is
+// normalised in place), stores it in the cluster state and waits until this
+// node has applied it, so the node serves the new configuration from the
+// moment it returns. The API's solver endpoint and the studio's settings
+// page both save through it.
+func SaveConflictConfig(ctx context.Context, cl *cluster.Cluster, db string, cfg *conflicts.Config) (uint64, error) {
+	if err := cfg.Validate(); err != nil {
+		return 0, err
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	res, err := a.Cluster.SetSetting(c.Request().Context(), name, conflicts.SettingKey, raw)
+	res, err := cl.SetSetting(ctx, db, conflicts.SettingKey, raw)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if res.Err != "" {
-		return dberr.New(dberr.BadRequest, "%s", res.Err)
+		return 0, dberr.New(dberr.BadRequest, "%s", res.Err)
 	}
-	// Read your writes: this node serves the new configuration from now on.
-	if err := a.Cluster.WaitApplied(c.Request().Context(), res.Index); err != nil {
-		return err
+	if err := cl.WaitApplied(ctx, res.Index); err != nil {
+		return 0, err
 	}
-	return writeJSON(c, http.StatusOK, map[string]any{"RaftCommandIndex": res.Index, "Configuration": cfg})
+	return res.Index, nil
 }
 
 // suggestResolution serves a merged starting point for a manual resolution.

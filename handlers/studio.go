@@ -14,6 +14,7 @@ import (
 	"github.com/rookerydb/rookery/backend/alerts"
 	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/cluster"
+	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
@@ -33,6 +34,9 @@ type Studio struct {
 	URL      func() string
 	// Cluster is the node's Raft view; nil until the cluster is wired.
 	Cluster *cluster.Cluster
+	// Conflicts runs bulk conflict resolutions (and its engine the settings
+	// page's test runs); nil leaves those actions unavailable.
+	Conflicts *conflicts.Manager
 
 	live  map[string]LiveFunc
 	ticks map[string]bool
@@ -79,6 +83,7 @@ func (s *Studio) Register(e *echo.Echo) {
 	s.registerHiLo(db)
 	s.registerIdentities(db)
 	s.registerStats(db)
+	s.registerConflicts(db)
 }
 
 // LiveFragments renders the live regions of a page; the notification area is

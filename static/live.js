@@ -28,7 +28,26 @@
     if (!el) return;
     // Don't replace a region while the user is typing in it.
     if (el.contains(document.activeElement) && /INPUT|TEXTAREA|SELECT/.test(document.activeElement.tagName)) return;
+    var ticked = keptChecks(el);
     el.outerHTML = keepOpen(el, frag.html);
+    restoreChecks(document.getElementById(frag.id), ticked);
+  }
+  // Checkboxes marked data-keep-checked (a list's selection) stay as the
+  // user left them when their region is re-rendered; rows that went away
+  // take their tick with them.
+  function keptChecks(el) {
+    var out = {};
+    el.querySelectorAll("input[type=checkbox][data-keep-checked]").forEach(function (c) {
+      out[c.name + "\n" + c.value] = c.checked;
+    });
+    return out;
+  }
+  function restoreChecks(el, ticked) {
+    if (!el) return;
+    el.querySelectorAll("input[type=checkbox][data-keep-checked]").forEach(function (c) {
+      var k = c.name + "\n" + c.value;
+      if (Object.prototype.hasOwnProperty.call(ticked, k)) c.checked = ticked[k];
+    });
   }
   function connect() {
     var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + path;

@@ -177,7 +177,7 @@ func New(cfg Config) (*Server, error) {
 	s.bulk = conflicts.NewManager(engine, s.resolver)
 	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk}
 	api.Register(e)
-	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster}
+	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk}
 	s.studio.Register(e)
 	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
 	s.bulk.OnChange = s.hub.Notify

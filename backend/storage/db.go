@@ -321,7 +321,8 @@ func (db *DB) Separator() string { return db.sep }
 func (db *DB) Metrics() *metrics.Engine { return db.metrics }
 
 // OnCommit registers fn to be called, on the writer goroutine, with the
-// changes of every committed transaction. fn must not block.
+// changes of every committed transaction (also of one that only stored
+// conflict versions, with no document change). fn must not block.
 func (db *DB) OnCommit(fn func([]Change)) {
 	db.hooksMu.Lock()
 	db.hooks = append(db.hooks, fn)
@@ -504,7 +505,10 @@ func (db *DB) runBatch(batch []*writeReq) {
 	for i := range batch {
 		batch[i].done <- errs[i]
 	}
-	if len(tx.changes) > 0 {
+	// A transaction that only stored conflict versions has no document
+	// change, but watchers (the studio, replication senders: conflict
+	// versions travel too) still need to hear about it.
+	if len(tx.changes) > 0 || tx.anyConflicts {
 		db.hooksMu.RLock()
 		for _, h := range db.hooks {
 			h(tx.changes)

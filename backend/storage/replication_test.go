@@ -258,3 +258,31 @@ func TestManualResolution(t *testing.T) {
 		}
 	}
 }
+
+// A replicated version that becomes a conflict has no document change, but
+// the commit hooks still hear about it (the studio's conflict badge and
+// list, and replication senders, since conflict versions travel too).
+func TestCommitHookHearsStoredConflicts(t *testing.T) {
+	a, b := openTag(t, "A"), openTag(t, "B")
+	if _, err := put(t, a, "users/1", `{"v":"a","@metadata":{"@collection":"Users"}}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := put(t, b, "users/1", `{"v":"b","@metadata":{"@collection":"Users"}}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	heard := make(chan []storage.Change, 10)
+	b.OnCommit(func(ch []storage.Change) { heard <- ch })
+	if out := replicate(t, a, b); out[storage.Conflicted] != 1 {
+		t.Fatalf("outcomes %v, want one conflict", out)
+	}
+	// Hooks run right after the writers are acknowledged: wait for it
+	// (bounded).
+	select {
+	case <-heard:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no commit hook for a transaction that stored a conflict")
+	}
+	if n, err := b.ConflictCount(context.Background()); err != nil || n != 1 {
+		t.Fatalf("conflicts %d %v", n, err)
+	}
+}

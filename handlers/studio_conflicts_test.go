@@ -181,9 +181,23 @@ func TestStudioConflictsList(t *testing.T) {
 	if strings.Contains(body, "<script>alert(1)") || !strings.Contains(body, `x/&lt;script&gt;alert(1)&lt;/script&gt;`) {
 		t.Fatal("the id is not escaped in the list")
 	}
+	// ... and on the id's page, the preview and the log.
+	escaped := `x/&lt;script&gt;alert(1)&lt;/script&gt;`
+	for name, rec := range map[string]*httptest.ResponseRecorder{
+		"id page": get(t, h, "/studio/db/c/conflicts/doc?id="+url.QueryEscape(xssID)),
+		"preview": postValues(t, h, "/studio/db/c/conflicts/preview", url.Values{"strategy": {"latest"}, "scope": {"filter"}, "prefix": {"x/"}}, nil),
+	} {
+		if rec.Code != 200 || strings.Contains(rec.Body.String(), "<script>alert(1)") || !strings.Contains(rec.Body.String(), escaped) {
+			t.Fatalf("%s: %d, id not escaped: %.2000s", name, rec.Code, rec.Body.String())
+		}
+	}
+	localPut(t, db, xssID, orderBody("resolved", "")) // a client write resolves it, logged
+	if body := get(t, h, "/studio/db/c/conflicts/log").Body.String(); strings.Contains(body, "<script>alert(1)") || !strings.Contains(body, `data-testid="log-entry-id">`+escaped+`<`) {
+		t.Fatalf("log: id not escaped: %.2000s", body)
+	}
 	runPages(t, []pageCase{
 		{name: "collection filter", do: func() *httptest.ResponseRecorder { return get(t, h, "/studio/db/c/conflicts?collection=users") }, status: 200,
-			contains: []string{`data-id="users/1"`, `data-testid="conflicts-total">1<`, `57 in the database`, `data-testid="conflicts-filter-clear"`, `value="users"`},
+			contains: []string{`data-id="users/1"`, `data-testid="conflicts-total">1<`, `56 in the database`, `data-testid="conflicts-filter-clear"`, `value="users"`},
 			lacks:    []string{`data-id="orders/01"`}},
 		{name: "prefix filter", do: func() *httptest.ResponseRecorder { return get(t, h, "/studio/db/c/conflicts?prefix=ORDERS/1") }, status: 200,
 			contains: []string{`data-id="orders/10"`, `data-id="orders/19"`, `data-testid="conflicts-total">10<`, `data-live="/studio/live?db=c&amp;page=conflicts&amp;prefix=ORDERS%2F1"`},
@@ -193,7 +207,7 @@ func TestStudioConflictsList(t *testing.T) {
 		{name: "unknown database", do: func() *httptest.ResponseRecorder { return get(t, h, "/studio/db/nope/conflicts") }, status: 404,
 			contains: []string{`No such database`}},
 		{name: "badge on other pages", do: func() *httptest.ResponseRecorder { return get(t, h, "/studio/db/c/documents") }, status: 200,
-			contains: []string{`aria-label="57 conflicted documents">57<`}},
+			contains: []string{`aria-label="56 conflicted documents">56<`}},
 	})
 }
 

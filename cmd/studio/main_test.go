@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -135,7 +136,7 @@ func request(method, url, body string) (*http.Response, []byte, error) {
 
 // writers loop over single PUTs and small batches until they fail; every id
 // whose request got 201 is recorded.
-func writeUntilKilled(n *node, stop <-chan struct{}, writers int) []string {
+func writeUntilKilled(n *node, stop <-chan struct{}, writers int, count *atomic.Int64) []string {
 	var mu sync.Mutex
 	var acked []string
 	var wg sync.WaitGroup
@@ -172,6 +173,9 @@ func writeUntilKilled(n *node, stop <-chan struct{}, writers int) []string {
 					mu.Lock()
 					acked = append(acked, ids...)
 					mu.Unlock()
+					if count != nil {
+						count.Add(int64(len(ids)))
+					}
 				}
 			}
 		}(w)
@@ -196,9 +200,15 @@ func TestDurabilityUnderKill9(t *testing.T) {
 	for round := 0; round < rounds; round++ {
 		stop := make(chan struct{})
 		result := make(chan []string)
-		go func() { result <- writeUntilKilled(n, stop, 4) }()
-		time.Sleep(time.Duration(150+round*70) * time.Millisecond)
-		n.kill9(t) // mid-stream
+		var count atomic.Int64
+		go func() { result <- writeUntilKilled(n, stop, 4, &count) }()
+		// Kill mid-stream once some writes were acknowledged (a slow,
+		// loaded machine takes longer to get there; no fixed sleep).
+		deadline := time.Now().Add(60 * time.Second)
+		for count.Load() < int64(40+round*30) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		n.kill9(t)
 		close(stop)
 		acked := <-result
 		if len(acked) == 0 {
@@ -255,7 +265,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	result := make(chan []string)
-	go func() { result <- writeUntilKilled(n, stop, 4) }()
+	go func() { result <- writeUntilKilled(n, stop, 4, nil) }()
 	time.Sleep(300 * time.Millisecond)
 	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -29,8 +29,38 @@
     // Don't replace a region while the user is typing in it.
     if (el.contains(document.activeElement) && /INPUT|TEXTAREA|SELECT/.test(document.activeElement.tagName)) return;
     var ticked = keptChecks(el);
+    var opened = openDetails(el);
     el.outerHTML = keepOpen(el, frag.html);
-    restoreChecks(document.getElementById(frag.id), ticked);
+    var now = document.getElementById(frag.id);
+    restoreChecks(now, ticked);
+    reopen(now, opened);
+  }
+  // A <details> inside a region (a row's delete confirmation) that the user
+  // opened stays open across a swap. It is recognised by its id, or by the
+  // row it sits in (data-db, data-id, data-seq or data-key) and its place
+  // there.
+  function detailsKey(d, root) {
+    if (d.id) return "#" + d.id;
+    var owner = d.parentElement && d.parentElement.closest("[data-db],[data-id],[data-seq],[data-key]");
+    if (!owner || !root.contains(owner)) owner = root;
+    var sig = ["data-db", "data-id", "data-seq", "data-key"].map(function (a) {
+      return owner.getAttribute(a) || "";
+    }).join("|");
+    var list = owner.querySelectorAll("details");
+    return sig + "#" + Array.prototype.indexOf.call(list, d);
+  }
+  function openDetails(el) {
+    var out = {};
+    el.querySelectorAll("details[open]").forEach(function (d) {
+      out[detailsKey(d, el)] = true;
+    });
+    return out;
+  }
+  function reopen(el, opened) {
+    if (!el) return;
+    el.querySelectorAll("details").forEach(function (d) {
+      if (opened[detailsKey(d, el)]) d.open = true;
+    });
   }
   // Checkboxes marked data-keep-checked (a list's selection) stay as the
   // user left them when their region is re-rendered; rows that went away

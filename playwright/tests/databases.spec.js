@@ -35,8 +35,12 @@ test.describe("databases and dashboard", () => {
     await shot(page, "databases");
     await shot(watcher, "dashboard");
 
-    // A wrong confirmation deletes nothing.
+    // A wrong confirmation deletes nothing. The confirmation stays open
+    // while live updates re-render the table around it.
     await row.getByTestId("database-delete-open").click();
+    const updates = Number(await page.locator("body").getAttribute("data-live-updates"));
+    await expect.poll(async () => Number(await page.locator("body").getAttribute("data-live-updates")), { timeout: 10000 }).toBeGreaterThan(updates + 1);
+    await expect(row.getByTestId("database-delete-confirm")).toBeVisible();
     await row.getByTestId("database-delete-confirm").fill(name + "x");
     await row.getByTestId("database-delete-submit").click();
     await expect(page.getByTestId("flash-error")).toContainText("nothing was deleted");

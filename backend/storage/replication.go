@@ -53,32 +53,9 @@ func (it Item) Skippable(dest changevector.Vector) bool {
 // ChangesAfter returns up to limit documents, tombstones and conflict
 // versions with an etag above after, in etag order: what a replication
 // destination reads next. Conflict versions travel too, so every copy ends
-// up with the same set. The tables are walked by their rowid (the etag).
+// up with the same set. See ChangesAfterBytes.
 func (db *DB) ChangesAfter(ctx context.Context, after int64, limit int) ([]Item, error) {
-	rows, err := db.reader.QueryContext(ctx, `
-		SELECT 'Put', etag, id, collection, change_vector, last_modified, body, 0, flags FROM docs WHERE etag > ?1
-		UNION ALL
-		SELECT 'Delete', etag, id, collection, change_vector, last_modified, NULL, 0, flags FROM tombstones WHERE etag > ?1
-		UNION ALL
-		SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 1, 1 FROM conflicts WHERE etag > ?1
-		ORDER BY 2 LIMIT ?2`, after, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Item
-	for rows.Next() {
-		var it Item
-		var lm int64
-		var flags int64
-		if err := rows.Scan(&it.Type, &it.Etag, &it.ID, &it.Collection, &it.ChangeVector, &lm, &it.Body, &it.Conflict, &flags); err != nil {
-			return nil, err
-		}
-		it.Unordered = flags&flagUnordered != 0
-		it.LastModified = time.Unix(0, lm).UTC()
-		out = append(out, it)
-	}
-	return out, rows.Err()
+	return db.ChangesAfterBytes(ctx, after, limit, 0)
 }
 
 // Outcome says what applying a replicated item did.

@@ -1,0 +1,119 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"time"
+)
+
+// sqlChangesAfter reads documents, tombstones and conflict versions after an
+// etag, in etag order. SQLite merges the three rowid-ordered scans (no sort).
+const sqlChangesAfter = `
+	SELECT 'Put', etag, id, collection, change_vector, last_modified, body, 0, flags FROM docs WHERE etag > ?1
+	UNION ALL
+	SELECT 'Delete', etag, id, collection, change_vector, last_modified, NULL, 0, flags FROM tombstones WHERE etag > ?1
+	UNION ALL
+	SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 1, 1 FROM conflicts WHERE etag > ?1
+	ORDER BY 2 LIMIT ?2`
+
+// ChangesAfterBytes returns the changes after an etag, in etag order, up to
+// limit items and, when maxBytes > 0, up to about maxBytes: it stops after
+// the item that reaches the bound, so it always returns at least one item
+// when there is one. The tables are walked by their rowid (the etag).
+func (db *DB) ChangesAfterBytes(ctx context.Context, after int64, limit, maxBytes int) ([]Item, error) {
+	var out []Item
+	err := db.ScanChangesAfter(ctx, after, limit, maxBytes, func(it *Item) error {
+		c := *it
+		c.Body = bytes.Clone(it.Body)
+		out = append(out, c)
+		return nil
+	})
+	return out, err
+}
+
+// ScanChangesAfter visits what ChangesAfterBytes returns without copying
+// the bodies: it.Body is only valid during the call (a sender encodes it
+// straight into a message).
+func (db *DB) ScanChangesAfter(ctx context.Context, after int64, limit, maxBytes int, fn func(it *Item) error) error {
+	rows, err := db.reader.QueryContext(ctx, sqlChangesAfter, after, limit)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	size := 0
+	var it Item
+	var body sql.RawBytes
+	for rows.Next() {
+		var lm, flags int64
+		if err := rows.Scan(&it.Type, &it.Etag, &it.ID, &it.Collection, &it.ChangeVector, &lm, &body, &it.Conflict, &flags); err != nil {
+			return err
+		}
+		it.Unordered = flags&flagUnordered != 0
+		it.LastModified = time.Unix(0, lm).UTC()
+		it.Body = body
+		if err := fn(&it); err != nil {
+			return err
+		}
+		size += len(body) + len(it.ID) + len(it.ChangeVector)
+		if maxBytes > 0 && size >= maxBytes {
+			break
+		}
+	}
+	return rows.Err()
+}
+
+// CountChangesAfter is how many items (documents, tombstones and conflict
+// versions) have an etag above after: what a replication destination that
+// accepted up to after still lacks. It is 0 without a query when after is
+// the last etag. Documents and tombstones are counted per collection on the
+// (collection, etag) indexes, which are far narrower than the tables, so the
+// cost follows the number counted, not the size of the database.
+func (db *DB) CountChangesAfter(ctx context.Context, after int64) (int64, error) {
+	type coll struct {
+		name             string
+		docs, tombstones bool
+	}
+	db.mu.RLock()
+	last := db.lastEtag
+	colls := make([]coll, 0, len(db.collections))
+	for _, c := range db.collections {
+		colls = append(colls, coll{c.Name, c.Docs > 0, c.Tombstones > 0})
+	}
+	db.mu.RUnlock()
+	if after >= last {
+		return 0, nil
+	}
+	rtx, err := db.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return 0, err
+	}
+	defer rtx.Rollback()
+	var total int64
+	count := func(q string, args ...any) error {
+		var n int64
+		if err := rtx.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+			return err
+		}
+		total += n
+		return nil
+	}
+	for _, c := range colls {
+		if c.docs {
+			if err := count(`SELECT count(*) FROM docs WHERE collection = ? AND etag > ?`, c.name, after); err != nil {
+				return 0, err
+			}
+		}
+		if c.tombstones {
+			if err := count(`SELECT count(*) FROM tombstones WHERE collection = ? AND etag > ?`, c.name, after); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if db.conflicted.Load() {
+		if err := count(`SELECT count(*) FROM conflicts WHERE etag > ?`, after); err != nil {
+			return 0, err
+		}
+	}
+	return total, nil
+}

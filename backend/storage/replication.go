@@ -164,6 +164,9 @@ func (tx *Tx) localVersion(key string) (localVersion, error) {
 	if !errors.Is(err, sql.ErrNoRows) {
 		return v, err
 	}
+	if !tx.mayHaveTombstones() {
+		return v, nil
+	}
 	err = tx.queryRow(sqlGetTombstone, key).Scan(&v.etag, &v.id, &v.coll, &v.cv, &v.lm)
 	if err == nil {
 		v.exists, v.tombstone = true, true
@@ -223,6 +226,14 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 			return Resolved, err
 		}
 		return Conflicted, tx.addConflict(key, it)
+	}
+	// Fast path for an id this copy has never seen (catch-up, new
+	// documents): while the database holds no tombstone, an insert that
+	// succeeds proves there was no local version, so the item is newer.
+	if it.Type == "Put" && len(incoming) > 0 && !tx.mayHaveTombstones() {
+		if inserted, err := tx.insertNewVersion(key, it); err != nil || inserted {
+			return Applied, err
+		}
 	}
 	local, err := tx.localVersion(key)
 	if err != nil {
@@ -312,6 +323,25 @@ func (tx *Tx) writeVersion(key string, it Item, local localVersion) error {
 	tx.noteID(id, 1)
 	tx.changes = append(tx.changes, Change{Type: "Put", ID: id, Collection: cname, ChangeVector: it.ChangeVector, Etag: etag})
 	return nil
+}
+
+// insertNewVersion stores a replicated document unless the id exists; it
+// reports whether it did.
+func (tx *Tx) insertNewVersion(key string, it Item) (bool, error) {
+	ckey, cname := tx.collectionKey(it.Collection)
+	etag := tx.lastEtag + 1
+	res, err := tx.exec(sqlInsertNewDoc, etag, key, it.ID, cname, it.ChangeVector, it.LastModified.UnixNano(), it.Body)
+	if err != nil {
+		return false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return false, err
+	}
+	tx.lastEtag = etag
+	tx.delta(ckey, cname).Docs++
+	tx.noteID(it.ID, 1)
+	tx.changes = append(tx.changes, Change{Type: "Put", ID: it.ID, Collection: cname, ChangeVector: it.ChangeVector, Etag: etag})
+	return true, nil
 }
 
 // removeLocal deletes the local document or tombstone row of key.

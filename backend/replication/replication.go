@@ -33,28 +33,18 @@ const (
 	typeHeartbeat = "Heartbeat"
 )
 
-// wireItem is an item on the wire; the body travels as the stored bytes.
-type wireItem struct {
-	Type         string
-	ID           string
-	Collection   string
-	ChangeVector string
-	Etag         int64
-	LastModified time.Time
-	Body         json.RawMessage `json:",omitempty"`
-	Unordered    bool            `json:",omitempty"` // see storage.Item
-}
-
 type message struct {
 	Type         string
-	Database     string     `json:",omitempty"`
-	SourceID     string     `json:",omitempty"` // the sender's database id
-	SourceTag    string     `json:",omitempty"`
-	Items        []wireItem `json:",omitempty"`
-	LastEtag     int64      `json:",omitempty"` // batch: the last source etag it covers
-	Accepted     int64      `json:",omitempty"` // position/ack: last source etag accepted
-	ChangeVector string     `json:",omitempty"` // the receiver's database vector
-	Error        string     `json:",omitempty"`
+	Database     string `json:",omitempty"`
+	SourceID     string `json:",omitempty"` // the sender's database id
+	SourceTag    string `json:",omitempty"`
+	LastEtag     int64  `json:",omitempty"` // batch: the last source etag it covers
+	Accepted     int64  `json:",omitempty"` // position/ack: last source etag accepted
+	ChangeVector string `json:",omitempty"` // the receiver's database vector
+	Error        string `json:",omitempty"`
+	// Items are a batch's items; a batch travels in the binary form of
+	// wire.go, never as JSON.
+	Items []storage.Item `json:"-"`
 }
 
 // DefaultHeartbeat is how often an idle sender proves it is alive.
@@ -73,42 +63,113 @@ type Dialer func(ctx context.Context, destURL, database string) (Conn, error)
 
 // Options tune a sender.
 type Options struct {
-	BatchSize int           // items per batch (1024 when 0)
-	Heartbeat time.Duration // DefaultHeartbeat when 0; at most IdleTimeout/3
-	Logger    *slog.Logger
+	// Name is the destination's node tag, reported as Stats.Destination.
+	Name string
+	// BatchSize bounds the items of one batch (1024 when 0).
+	BatchSize int
+	// BatchBytes bounds the bytes of one batch, roughly: a batch ends with
+	// the item that reaches it (4 MiB when 0).
+	BatchBytes int
+	// Window is how many batches may be on the wire ahead of their
+	// acknowledgement, so reading, sending and applying overlap (4 when 0).
+	Window int
+	// Heartbeat is the idle interval between heartbeats (DefaultHeartbeat
+	// when 0; at most IdleTimeout/3).
+	Heartbeat time.Duration
+	// Commits tells when the database's recent etags were committed, for
+	// SecondsBehind; without it (or beyond it) the rows' last-modified
+	// times are used.
+	Commits *CommitLog
+	Logger  *slog.Logger
 }
 
-// Stats are a destination's replication figures.
+// Connection states of a destination.
+const (
+	StateConnecting = "connecting"
+	StateConnected  = "connected"
+	StateWaiting    = "waiting to retry"
+)
+
+// Stats are a destination's replication figures, as its sender sees them.
 type Stats struct {
-	Destination  string
-	Connected    bool
-	LastSentEtag int64
-	LastAckEtag  int64
-	ItemsBehind  int64 // source items after the acknowledged etag
-	OldestUnsent time.Time
-	LastError    string
-	LastErrorAt  time.Time
-	Batches      int64
-	Docs         int64
-	LastBeat     time.Time
+	Destination    string    // the destination's node tag (its URL when unnamed)
+	URL            string    // what the sender dials
+	State          string    // StateConnected, StateConnecting or StateWaiting
+	Connected      bool      // State == StateConnected
+	ConnectedSince time.Time // start of the current connection
+	LastSentEtag   int64     // last local etag sent
+	LastAckEtag    int64     // last local etag the destination acknowledged
+	// ItemsBehind is how many local documents, tombstones and conflict
+	// versions have an etag above LastAckEtag: 0 exactly when the
+	// destination has acknowledged everything (including items it was
+	// spared because it already had them).
+	ItemsBehind int64
+	// SecondsBehind is the age of the oldest of those items (0 when none).
+	SecondsBehind float64
+	OldestUnacked time.Time // when the oldest of them was committed
+	LastBeat      time.Time // last heartbeat the destination answered
+	LastAck       time.Time // last acknowledgement of any kind
+	BatchesPerSec float64   // acknowledged batches/s over the last few seconds
+	DocsPerSec    float64   // items/s sent in those batches
+	Batches       int64     // acknowledged batches since the sender started
+	Docs          int64     // items sent in them
+	Errors        int64     // connections that failed or broke
+	LastError     string
+	LastErrorAt   time.Time
+	NextRetry     time.Time // when State is StateWaiting: the next attempt
 }
+
+// SeriesLength is how many once-a-second samples of items behind a sender
+// keeps (5 minutes).
+const SeriesLength = 300
+
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+	// recount is how long a count of items behind is reused while the
+	// destination is behind (the count costs a query).
+	recount = 250 * time.Millisecond
+	// ackTimeout ends a connection whose destination stopped answering.
+	ackTimeout = 30 * time.Second
+)
 
 // Sender replicates one database to one destination until its context ends.
 type Sender struct {
 	db   *storage.DB
+	name string // the destination's tag, or its URL
 	dest string
 	dial Dialer
 	opt  Options
 	wake chan struct{}
 
-	mu    sync.Mutex
-	stats Stats
+	mu      sync.Mutex
+	stats   Stats
+	rate    rateWindow
+	series  [SeriesLength]float64
+	nseries int
+
+	countMu sync.Mutex
+	counted behindCount
+}
+
+type behindCount struct {
+	valid     bool
+	ack, last int64
+	at        time.Time
+	items     int64
+	oldest    time.Time
 }
 
 // NewSender prepares a sender; Run starts it.
 func NewSender(db *storage.DB, destURL string, dial Dialer, opt Options) *Sender {
 	if opt.BatchSize <= 0 {
 		opt.BatchSize = 1024
+	}
+	if opt.BatchBytes <= 0 {
+		opt.BatchBytes = 4 << 20
+	}
+	if opt.Window <= 0 {
+		opt.Window = 4
 	}
 	if opt.Heartbeat <= 0 {
 		opt.Heartbeat = DefaultHeartbeat
@@ -117,7 +178,12 @@ func NewSender(db *storage.DB, destURL string, dial Dialer, opt Options) *Sender
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	return &Sender{db: db, dest: destURL, dial: dial, opt: opt, wake: make(chan struct{}, 1), stats: Stats{Destination: destURL}}
+	name := opt.Name
+	if name == "" {
+		name = destURL
+	}
+	return &Sender{db: db, name: name, dest: destURL, dial: dial, opt: opt, wake: make(chan struct{}, 1),
+		stats: Stats{Destination: name, URL: destURL, State: StateConnecting}}
 }
 
 // Wake tells the sender there is something new (a local commit). It never
@@ -129,41 +195,131 @@ func (s *Sender) Wake() {
 	}
 }
 
-// Stats returns the current figures.
+// Stats returns the current figures. Items behind and their age are
+// computed here, from the database and the commit log.
 func (s *Sender) Stats() Stats {
+	now := time.Now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	st := s.stats
-	st.ItemsBehind = max(0, s.db.LastEtag()-st.LastAckEtag)
+	st.BatchesPerSec, st.DocsPerSec = s.rate.rates(now)
+	s.mu.Unlock()
+	st.ItemsBehind, st.OldestUnacked = s.behind(st.LastAckEtag, now)
+	if st.ItemsBehind > 0 && !st.OldestUnacked.IsZero() {
+		st.SecondsBehind = max(0, now.Sub(st.OldestUnacked).Seconds())
+	}
 	return st
 }
 
-func (s *Sender) fail(err error) {
+// behind counts the items above the acknowledged etag and finds when the
+// oldest of them was committed.
+func (s *Sender) behind(ack int64, now time.Time) (int64, time.Time) {
+	last := s.db.LastEtag()
+	if ack >= last {
+		return 0, time.Time{}
+	}
+	s.countMu.Lock()
+	defer s.countMu.Unlock()
+	c := &s.counted
+	if c.valid && ((c.ack == ack && c.last == last) || now.Sub(c.at) < recount) {
+		return c.items, c.oldest
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n, err := s.db.CountChangesAfter(ctx, ack)
+	if err != nil {
+		if c.valid {
+			return c.items, c.oldest
+		}
+		return last - ack, time.Time{}
+	}
+	var oldest time.Time
+	if n > 0 {
+		ok := false
+		if s.opt.Commits != nil {
+			oldest, ok = s.opt.Commits.OldestAfter(ack)
+		}
+		if !ok {
+			if items, err := s.db.ChangesAfterBytes(ctx, ack, 1, 1); err == nil && len(items) > 0 {
+				oldest = items[0].LastModified
+			}
+		}
+	}
+	*c = behindCount{valid: true, ack: ack, last: last, at: now, items: n, oldest: oldest}
+	return n, oldest
+}
+
+// SampleBehind adds the current items behind to the sender's series; call
+// it once a second.
+func (s *Sender) SampleBehind() {
+	st := s.Stats()
 	s.mu.Lock()
-	s.stats.Connected = false
-	s.stats.LastError = err.Error()
-	s.stats.LastErrorAt = time.Now()
+	s.series[s.nseries%SeriesLength] = float64(st.ItemsBehind)
+	s.nseries++
 	s.mu.Unlock()
+}
+
+// BehindSeries returns the samples of items behind, oldest first (up to
+// SeriesLength of them).
+func (s *Sender) BehindSeries() []float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := min(s.nseries, SeriesLength)
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = s.series[(s.nseries-n+i)%SeriesLength]
+	}
+	return out
+}
+
+func (s *Sender) setState(state string) {
+	s.mu.Lock()
+	s.stats.State, s.stats.Connected = state, state == StateConnected
+	if state != StateWaiting {
+		s.stats.NextRetry = time.Time{}
+	}
+	s.mu.Unlock()
+}
+
+// fail records why a connection ended and when the next attempt is.
+func (s *Sender) fail(err error, retryIn time.Duration) (wasConnected bool) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	wasConnected = s.stats.Connected
+	s.stats.State, s.stats.Connected = StateWaiting, false
+	s.stats.Errors++
+	s.stats.LastError = err.Error()
+	s.stats.LastErrorAt = now
+	s.stats.NextRetry = now.Add(retryIn)
+	return wasConnected
 }
 
 // Run connects, reconnecting with backoff, and sends until ctx ends.
 func (s *Sender) Run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	backoff := minBackoff
 	for ctx.Err() == nil {
-		err := s.session(ctx)
+		s.setState(StateConnecting)
+		connected, err := s.session(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil {
-			s.fail(err)
-			s.opt.Logger.Debug("replication connection ended", "database", s.db.Name(), "destination", s.dest, "error", err)
+		if connected {
+			backoff = minBackoff // a connection that worked retries at once
+		}
+		if err == nil {
+			err = errors.New("connection closed")
+		}
+		if s.fail(err, backoff) {
+			s.opt.Logger.Warn("replication connection lost", "database", s.db.Name(), "destination", s.name, "error", err)
+		} else {
+			s.opt.Logger.Debug("replication connection failed", "database", s.db.Name(), "destination", s.name, "error", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, maxBackoff)
 	}
 }
 
@@ -179,6 +335,11 @@ func recv(ctx context.Context, c Conn) (message, error) {
 	var m message
 	b, err := c.Recv(ctx)
 	if err != nil {
+		return m, err
+	}
+	if isBatch(b) {
+		m.Type = typeBatch
+		m.LastEtag, m.Items, err = decodeBatch(b)
 		return m, err
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -201,94 +362,222 @@ func recvWithin(ctx context.Context, c Conn, d time.Duration) (message, error) {
 	return m, err
 }
 
-// session is one connection's life: handshake, then batches in etag order.
-func (s *Sender) session(ctx context.Context) error {
+// session is one connection's life: handshake, then batches in etag order,
+// up to Window of them ahead of their acknowledgements. connected reports
+// whether the handshake succeeded.
+func (s *Sender) session(ctx context.Context) (connected bool, err error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	conn, err := s.dial(dctx, s.dest, s.db.Name())
-	cancel()
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close()
-	if err := send(ctx, conn, message{Type: typeHello, Database: s.db.Name(), SourceID: s.db.DatabaseID(), SourceTag: s.db.NodeTag()}); err != nil {
-		return err
+	if err := send(dctx, conn, message{Type: typeHello, Database: s.db.Name(), SourceID: s.db.DatabaseID(), SourceTag: s.db.NodeTag()}); err != nil {
+		return false, err
 	}
-	pos, err := recv(ctx, conn)
+	pos, err := recv(dctx, conn)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if pos.Type != typePosition {
-		return fmt.Errorf("expected %s, got %s", typePosition, pos.Type)
+		return false, fmt.Errorf("expected %s, got %s", typePosition, pos.Type)
 	}
-	after := pos.Accepted
+	sent := pos.Accepted
 	destCV, _ := changevector.Parse(pos.ChangeVector)
+	now := time.Now()
 	s.mu.Lock()
-	s.stats.Connected, s.stats.LastAckEtag, s.stats.LastSentEtag, s.stats.LastError = true, after, after, ""
+	s.stats.State, s.stats.Connected, s.stats.ConnectedSince = StateConnected, true, now
+	s.stats.LastAckEtag, s.stats.LastSentEtag, s.stats.LastAck, s.stats.NextRetry = sent, sent, now, time.Time{}
 	s.mu.Unlock()
-	beat := time.NewTicker(s.opt.Heartbeat)
-	defer beat.Stop()
-	for {
-		items, err := s.db.ChangesAfter(ctx, after, s.opt.BatchSize)
-		if err != nil {
+
+	// Acknowledgements are read on their own goroutine, so the next batch
+	// is read and sent while the destination applies the previous one.
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	acks := make(chan message, s.opt.Window+1)
+	readErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := recv(sctx, conn)
+			if err != nil {
+				readErr <- err
+				stop() // a send blocked on the broken connection gives up
+				return
+			}
+			select {
+			case acks <- m:
+			case <-sctx.Done():
+				return
+			}
+		}
+	}()
+	type pending struct {
+		items int64
+		beat  bool
+		at    time.Time
+	}
+	var inflight []pending
+	// broken prefers the reader's error (the cause) to a failed send's.
+	broken := func(err error) error {
+		select {
+		case rerr := <-readErr:
+			return rerr
+		default:
 			return err
 		}
-		if len(items) == 0 {
+	}
+	overdue := func() <-chan time.Time {
+		if len(inflight) == 0 {
+			return nil
+		}
+		return time.After(time.Until(inflight[0].at.Add(ackTimeout)))
+	}
+	errSilent := fmt.Errorf("no acknowledgement for %s", ackTimeout)
+	acked := func(m message) error {
+		if m.Type != typeAck {
+			return fmt.Errorf("expected %s, got %s", typeAck, m.Type)
+		}
+		if len(inflight) == 0 {
+			return errors.New("acknowledgement of nothing")
+		}
+		p := inflight[0]
+		inflight = inflight[1:]
+		destCV, _ = changevector.Parse(m.ChangeVector)
+		now := time.Now()
+		s.mu.Lock()
+		s.stats.LastAckEtag = max(s.stats.LastAckEtag, m.Accepted)
+		s.stats.LastAck = now
+		if p.beat {
+			s.stats.LastBeat = now
+		} else {
+			s.stats.Batches++
+			s.stats.Docs += p.items
+			s.rate.add(now, p.items)
+		}
+		s.mu.Unlock()
+		return nil
+	}
+	beat := time.NewTicker(s.opt.Heartbeat)
+	defer beat.Stop()
+	var enc batchEncoder
+	for {
+		// Take the acknowledgements that have arrived; wait for one when
+		// the window is full.
+		for waiting := true; waiting; {
+			if len(inflight) >= s.opt.Window {
+				select {
+				case <-ctx.Done():
+					return true, nil
+				case err := <-readErr:
+					return true, err
+				case m := <-acks:
+					if err := acked(m); err != nil {
+						return true, err
+					}
+				case <-overdue():
+					return true, errSilent
+				}
+				continue
+			}
 			select {
-			case <-ctx.Done():
-				return nil
-			case <-s.wake:
-				continue
-			case <-beat.C:
-				if err := send(ctx, conn, message{Type: typeHeartbeat, LastEtag: after}); err != nil {
-					return err
+			case m := <-acks:
+				if err := acked(m); err != nil {
+					return true, err
 				}
-				ack, err := recv(ctx, conn)
-				if err != nil {
-					return err
-				}
-				destCV, _ = changevector.Parse(ack.ChangeVector)
-				s.mu.Lock()
-				s.stats.LastBeat = time.Now()
-				s.mu.Unlock()
-				continue
+			default:
+				waiting = false
 			}
 		}
 		// Send only what the destination lacks: an item already merged
 		// into its vector (it came from there, or via a third node) is
 		// skipped, but the batch still moves the position past it.
-		batch := message{Type: typeBatch, LastEtag: items[len(items)-1].Etag}
-		for _, it := range items {
+		enc.reset()
+		last := int64(0)
+		err := s.db.ScanChangesAfter(ctx, sent, s.opt.BatchSize, s.opt.BatchBytes, func(it *storage.Item) error {
+			last = it.Etag
 			if it.Skippable(destCV) {
-				continue
+				return nil
 			}
-			batch.Items = append(batch.Items, wireItem{Type: it.Type, ID: it.ID, Collection: it.Collection, ChangeVector: it.ChangeVector, Etag: it.Etag, LastModified: it.LastModified, Body: it.Body, Unordered: it.Unordered})
-		}
-		if err := send(ctx, conn, batch); err != nil {
-			return err
-		}
-		s.mu.Lock()
-		s.stats.LastSentEtag = batch.LastEtag
-		s.mu.Unlock()
-		ack, err := recv(ctx, conn)
+			enc.add(it)
+			return nil
+		})
 		if err != nil {
-			return err
+			return true, err
 		}
-		if ack.Type != typeAck {
-			return fmt.Errorf("expected %s, got %s", typeAck, ack.Type)
+		if last == 0 {
+			select {
+			case <-ctx.Done():
+				return true, nil
+			case err := <-readErr:
+				return true, err
+			case m := <-acks:
+				if err := acked(m); err != nil {
+					return true, err
+				}
+			case <-s.wake:
+			case <-overdue():
+				return true, errSilent
+			case <-beat.C:
+				// A heartbeat while idle: its answer refreshes the
+				// destination's vector (items it got from a third node
+				// are then skipped) and shows the link is alive.
+				if len(inflight) == 0 {
+					if err := send(sctx, conn, message{Type: typeHeartbeat, LastEtag: sent}); err != nil {
+						return true, broken(err)
+					}
+					inflight = append(inflight, pending{beat: true, at: time.Now()})
+				}
+			}
+			continue
 		}
-		after = ack.Accepted
-		destCV, _ = changevector.Parse(ack.ChangeVector)
+		enc.last = last
+		if err := conn.Send(sctx, enc.bytes()); err != nil {
+			return true, broken(err)
+		}
+		inflight = append(inflight, pending{items: int64(enc.count), at: time.Now()})
+		sent = last
 		s.mu.Lock()
-		s.stats.LastAckEtag = after
-		s.stats.Batches++
-		s.stats.Docs += int64(len(batch.Items))
+		s.stats.LastSentEtag = sent
 		s.mu.Unlock()
 	}
 }
 
+// rateWindow counts acknowledged batches and items per second over the
+// last rateSeconds whole seconds and the current one.
+type rateWindow struct {
+	sec           [rateSeconds + 1]int64
+	batches, docs [rateSeconds + 1]int64
+}
+
+const rateSeconds = 5
+
+func (w *rateWindow) add(now time.Time, items int64) {
+	sec := now.Unix()
+	i := sec % int64(len(w.sec))
+	if w.sec[i] != sec {
+		w.sec[i], w.batches[i], w.docs[i] = sec, 0, 0
+	}
+	w.batches[i]++
+	w.docs[i] += items
+}
+
+func (w *rateWindow) rates(now time.Time) (batchesPerSec, docsPerSec float64) {
+	sec := now.Unix()
+	var b, d int64
+	for i := range w.sec {
+		if w.sec[i] >= sec-rateSeconds && w.sec[i] <= sec {
+			b += w.batches[i]
+			d += w.docs[i]
+		}
+	}
+	span := rateSeconds + float64(now.Nanosecond())/1e9
+	return float64(b) / span, float64(d) / span
+}
+
 // Receive serves one incoming replication connection for the database that
 // lookup returns, until the connection ends. Each batch is applied in one
-// transaction and acknowledged with the new position and vector.
+// transaction and acknowledged, in order, with the new position and vector.
 func Receive(ctx context.Context, conn Conn, lookup func(name string) (*storage.DB, error)) error {
 	hello, err := recvWithin(ctx, conn, IdleTimeout)
 	if err != nil {
@@ -321,8 +610,7 @@ func Receive(ctx context.Context, conn Conn, lookup func(name string) (*storage.
 		case typeHeartbeat:
 		case typeBatch:
 			err := db.Write(ctx, func(tx *storage.Tx) error {
-				for _, w := range m.Items {
-					it := storage.Item{Type: w.Type, ID: w.ID, Collection: w.Collection, ChangeVector: w.ChangeVector, Etag: w.Etag, LastModified: w.LastModified, Body: w.Body, Unordered: w.Unordered}
+				for _, it := range m.Items {
 					if _, err := tx.ApplyReplicated(it); err != nil {
 						return err
 					}

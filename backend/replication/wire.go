@@ -1,0 +1,140 @@
+package replication
+
+import (
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/rookerydb/rookery/backend/storage"
+)
+
+// A batch is the one message that carries bulk: it travels in a binary form
+// instead of JSON, so a body is copied once into the message and sliced
+// out of it on the other side, never escaped, validated or re-encoded.
+//
+//	0x01 'B'                       marker (a JSON message starts with '{')
+//	uint64 LastEtag, little-endian
+//	uint32 item count, little-endian
+//	per item:
+//	  byte     kind: bit 0 Delete (else Put), bit 1 Unordered (see storage.Item)
+//	  uvarint  etag
+//	  varint   last modified, unix nanoseconds
+//	  uvarint length + bytes: id, collection, change vector, body
+const batchMarker0, batchMarker1 = 0x01, 'B'
+
+const batchHeader = 2 + 8 + 4
+
+// Item kind bits.
+const (
+	kindDelete    = 1
+	kindUnordered = 2
+)
+
+var errBadBatch = errors.New("bad replication batch")
+
+func isBatch(b []byte) bool { return len(b) >= 2 && b[0] == batchMarker0 && b[1] == batchMarker1 }
+
+// batchEncoder builds one batch message in a reusable buffer.
+type batchEncoder struct {
+	buf   []byte
+	count int
+	last  int64
+}
+
+// reset starts a new batch; set last before bytes.
+func (e *batchEncoder) reset() {
+	e.buf = append(e.buf[:0], make([]byte, batchHeader)...)
+	e.count, e.last = 0, 0
+}
+
+func (e *batchEncoder) add(it *storage.Item) {
+	kind := byte(0)
+	if it.Type == "Delete" {
+		kind |= kindDelete
+	}
+	if it.Unordered {
+		kind |= kindUnordered
+	}
+	e.buf = append(e.buf, kind)
+	e.buf = binary.AppendUvarint(e.buf, uint64(it.Etag))
+	e.buf = binary.AppendVarint(e.buf, it.LastModified.UnixNano())
+	for _, s := range []string{it.ID, it.Collection, it.ChangeVector} {
+		e.buf = binary.AppendUvarint(e.buf, uint64(len(s)))
+		e.buf = append(e.buf, s...)
+	}
+	e.buf = binary.AppendUvarint(e.buf, uint64(len(it.Body)))
+	e.buf = append(e.buf, it.Body...)
+	e.count++
+}
+
+// bytes returns the finished message, valid until the next reset.
+func (e *batchEncoder) bytes() []byte {
+	e.buf[0], e.buf[1] = batchMarker0, batchMarker1
+	binary.LittleEndian.PutUint64(e.buf[2:], uint64(e.last))
+	binary.LittleEndian.PutUint32(e.buf[10:], uint32(e.count))
+	return e.buf
+}
+
+// decodeBatch reads a batch message. Bodies are slices of b.
+func decodeBatch(b []byte) (lastEtag int64, items []storage.Item, err error) {
+	if !isBatch(b) || len(b) < batchHeader {
+		return 0, nil, errBadBatch
+	}
+	lastEtag = int64(binary.LittleEndian.Uint64(b[2:]))
+	count := uint64(binary.LittleEndian.Uint32(b[10:]))
+	b = b[batchHeader:]
+	uv := func() uint64 {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			err = errBadBatch
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	bytesOf := func() []byte {
+		n := uv()
+		if err != nil || n > uint64(len(b)) {
+			err = errBadBatch
+			return nil
+		}
+		s := b[:n:n]
+		b = b[n:]
+		return s
+	}
+	if count > uint64(len(b)) {
+		return 0, nil, errBadBatch
+	}
+	items = make([]storage.Item, 0, count)
+	for i := uint64(0); i < count && err == nil; i++ {
+		if len(b) == 0 {
+			return 0, nil, errBadBatch
+		}
+		var it storage.Item
+		it.Type = "Put"
+		if b[0]&kindDelete != 0 {
+			it.Type = "Delete"
+		}
+		it.Unordered = b[0]&kindUnordered != 0
+		b = b[1:]
+		it.Etag = int64(uv())
+		lm, n := binary.Varint(b)
+		if n <= 0 {
+			return 0, nil, errBadBatch
+		}
+		b = b[n:]
+		it.LastModified = time.Unix(0, lm).UTC()
+		it.ID = string(bytesOf())
+		it.Collection = string(bytesOf())
+		it.ChangeVector = string(bytesOf())
+		it.Body = bytesOf()
+		if len(it.Body) == 0 {
+			it.Body = nil
+		}
+		items = append(items, it)
+	}
+	if err != nil || len(b) != 0 {
+		return 0, nil, errBadBatch
+	}
+	return lastEtag, items, nil
+}

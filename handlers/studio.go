@@ -37,6 +37,9 @@ type Studio struct {
 	// Conflicts runs bulk conflict resolutions (and its engine the settings
 	// page's test runs); nil leaves those actions unavailable.
 	Conflicts *conflicts.Manager
+	// Replication reads the node's replication senders; nil when the node
+	// has none.
+	Replication ReplicationSource
 
 	live  map[string]LiveFunc
 	ticks map[string]bool
@@ -84,6 +87,7 @@ func (s *Studio) Register(e *echo.Echo) {
 	s.registerIdentities(db)
 	s.registerStats(db)
 	s.registerConflicts(db)
+	s.registerReplication(db)
 }
 
 // LiveFragments renders the live regions of a page; the notification area is

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 
@@ -13,11 +14,12 @@ import (
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
-// wsConn carries replication messages over a websocket.
+// wsConn carries replication messages over a websocket, as binary
+// messages (batches are binary; the JSON control messages ride the same way).
 type wsConn struct{ c *websocket.Conn }
 
 func (w wsConn) Send(ctx context.Context, msg []byte) error {
-	return w.c.Write(ctx, websocket.MessageText, msg)
+	return w.c.Write(ctx, websocket.MessageBinary, msg)
 }
 
 func (w wsConn) Recv(ctx context.Context) ([]byte, error) {
@@ -48,8 +50,13 @@ func (s *Server) serveReplication(c echo.Context) error {
 	}
 	conn.SetReadLimit(maxReplicationMessage)
 	defer conn.CloseNow()
-	err = replication.Receive(c.Request().Context(), wsConn{conn}, s.catalog.Get)
-	if err != nil && c.Request().Context().Err() == nil {
+	// A hijacked connection outlives http.Server.Shutdown: end it when the
+	// node stops replicating, or a stopped node would go on answering.
+	ctx, cancel := context.WithCancel(c.Request().Context())
+	defer cancel()
+	defer context.AfterFunc(s.repl.stopping, cancel)()
+	err = replication.Receive(ctx, wsConn{conn}, s.catalog.Get)
+	if err != nil && ctx.Err() == nil {
 		s.log.Debug("incoming replication ended", "database", c.Param("db"), "error", err)
 	}
 	return nil
@@ -58,9 +65,17 @@ func (s *Server) serveReplication(c echo.Context) error {
 // replicator runs one sender per (database, destination) while this node
 // and the destination are both members of the database.
 type replicator struct {
+	// stopping ends when the node stops replicating (incoming connections
+	// close with it); stopAll ends it.
+	stopping context.Context
+	stopAll  context.CancelFunc
+
 	mu      sync.Mutex
 	senders map[string]*runningSender // "db|tag"
 	byDB    map[string][]*replication.Sender
+	// commits is each open database's commit log (fed by its commit hook),
+	// shared by its senders for their seconds-behind figures.
+	commits map[*storage.DB]*replication.CommitLog
 }
 
 type runningSender struct {
@@ -112,7 +127,7 @@ func (s *Server) syncReplication() {
 			} else if ok {
 				rs.cancel()
 			}
-			snd := replication.NewSender(db, urls[m], dialReplication, replication.Options{Logger: s.log})
+			snd := replication.NewSender(db, urls[m], dialReplication, replication.Options{Name: m, Commits: r.commits[db], Logger: s.log})
 			ctx, cancel := context.WithCancel(context.Background())
 			r.senders[key] = &runningSender{s: snd, cancel: cancel, db: strings.ToLower(d.Name), handle: db}
 			go snd.Run(ctx)
@@ -130,6 +145,39 @@ func (s *Server) syncReplication() {
 	}
 }
 
+// commitLog returns the commit log of an open database, starting one (fed
+// by the database's commit hook) the first time.
+func (s *Server) commitLog(db *storage.DB) *replication.CommitLog {
+	r := &s.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.commits == nil {
+		r.commits = map[*storage.DB]*replication.CommitLog{}
+	}
+	if l := r.commits[db]; l != nil {
+		return l
+	}
+	l := replication.NewCommitLog(db.LastEtag())
+	r.commits[db] = l
+	db.OnCommit(l.Record)
+	return l
+}
+
+// forgetClosed drops the commit logs of databases that are no longer open.
+func (s *Server) forgetClosed() {
+	open := map[*storage.DB]bool{}
+	for _, db := range s.catalog.All() {
+		open[db] = true
+	}
+	s.repl.mu.Lock()
+	for db := range s.repl.commits {
+		if !open[db] {
+			delete(s.repl.commits, db)
+		}
+	}
+	s.repl.mu.Unlock()
+}
+
 // wakeSenders tells a database's senders about a local commit.
 func (s *Server) wakeSenders(db *storage.DB) {
 	if !s.cfg.Replication {
@@ -143,7 +191,29 @@ func (s *Server) wakeSenders(db *storage.DB) {
 	}
 }
 
+// sendersOf returns a database's senders.
+func (s *Server) sendersOf(db string) []*replication.Sender {
+	s.repl.mu.Lock()
+	defer s.repl.mu.Unlock()
+	return append([]*replication.Sender(nil), s.repl.byDB[strings.ToLower(db)]...)
+}
+
+// sampleReplication records every sender's items behind; the ticker calls
+// it once a second.
+func (s *Server) sampleReplication() {
+	s.repl.mu.Lock()
+	var all []*replication.Sender
+	for _, rs := range s.repl.senders {
+		all = append(all, rs.s)
+	}
+	s.repl.mu.Unlock()
+	for _, snd := range all {
+		snd.SampleBehind()
+	}
+}
+
 func (s *Server) stopReplication() {
+	s.repl.stopAll()
 	s.repl.mu.Lock()
 	defer s.repl.mu.Unlock()
 	for key, rs := range s.repl.senders {
@@ -159,12 +229,15 @@ func (s *Server) replicationStats(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.repl.mu.Lock()
-	senders := append([]*replication.Sender(nil), s.repl.byDB[strings.ToLower(db.Name())]...)
-	s.repl.mu.Unlock()
+	return c.JSON(http.StatusOK, map[string]any{"Database": db.Name(), "Enabled": s.cfg.Replication, "Destinations": s.destinationStats(db.Name())})
+}
+
+// destinationStats are a database's outgoing destinations' figures, by tag.
+func (s *Server) destinationStats(db string) []replication.Stats {
 	out := []replication.Stats{}
-	for _, snd := range senders {
+	for _, snd := range s.sendersOf(db) {
 		out = append(out, snd.Stats())
 	}
-	return c.JSON(http.StatusOK, map[string]any{"Database": db.Name(), "Enabled": s.cfg.Replication, "Destinations": out})
+	sort.Slice(out, func(i, j int) bool { return out[i].Destination < out[j].Destination })
+	return out
 }

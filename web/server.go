@@ -128,6 +128,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, catalog: cat, recon: make(chan struct{}, 1)}
+	s.repl.stopping, s.repl.stopAll = context.WithCancel(context.Background())
 	initial := cfg.PublicURL
 	if initial == "" && cfg.HTTPAddr != "" {
 		initial = "http://" + cfg.HTTPAddr
@@ -155,6 +156,7 @@ func New(cfg Config) (*Server, error) {
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	engineMetrics.Register(s.reg)
+	s.reg.MustRegister(replicationCollector{s})
 	httpMetrics := newHTTPMetrics(s.reg)
 
 	e := echo.New()
@@ -177,7 +179,7 @@ func New(cfg Config) (*Server, error) {
 	s.bulk = conflicts.NewManager(engine, s.resolver)
 	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk}
 	api.Register(e)
-	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk}
+	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}}
 	s.studio.Register(e)
 	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
 	s.bulk.OnChange = s.hub.Notify
@@ -221,6 +223,7 @@ func (s *Server) watch() {
 		if ev.Type == "deleted" {
 			s.activity.Forget(ev.Name)
 			s.alerts.ClearDatabase(ev.Name)
+			s.forgetClosed()
 		}
 		s.hub.Notify("")
 	})
@@ -236,6 +239,7 @@ func (s *Server) watch() {
 func (s *Server) watchDB(db *storage.DB) {
 	name := db.Name()
 	db.SetResolver(s.resolver)
+	s.commitLog(db)
 	db.OnCommit(func([]storage.Change) {
 		s.hub.Notify(name)
 		s.wakeSenders(db)
@@ -252,6 +256,7 @@ func (s *Server) tick() {
 			return
 		case <-t.C:
 		}
+		s.sampleReplication() // before the pages that chart it are woken
 		for _, db := range s.catalog.All() {
 			s.activity.Sample(db.Name(), db.Writes())
 			s.hub.Tick(db.Name())

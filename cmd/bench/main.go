@@ -5,7 +5,10 @@
 //     1000-row transactions (the ceiling), and the ratio of the two;
 //   - Go-client HiLo ids/s and how many hilo/next requests they took;
 //   - identity ids/s, single and batched;
-//   - next-free-identity probe counts over N existing documents.
+//   - next-free-identity probe counts over N existing documents;
+//   - replication lag at a fixed write rate over 3 nodes, against the
+//     writes' own ack latency, and catch-up docs/s after a cut link,
+//     against the source's bulk-insert rate.
 //
 // Every figure is measured in the same run, so ratios compare like with like.
 //
@@ -44,15 +47,19 @@ import (
 )
 
 type config struct {
-	docs        int   // documents per bulk-insert run
-	batch       int   // documents per bulk_docs request / SQLite transaction
-	rounds      int   // interleaved bulk-insert rounds
-	hiloIDs     int   // ids generated through the Go client
-	identSingle int   // identity ids taken one request each
-	identBatch  int   // identity ids taken in batches
-	probeNs     []int // existing-document counts for the probe measurement
-	studioDocs  int   // documents in the collection behind the studio pages (0 skips)
-	conflicts   int   // conflicted documents for the resolution measurements (0 skips)
+	docs        int             // documents per bulk-insert run
+	batch       int             // documents per bulk_docs request / SQLite transaction
+	rounds      int             // interleaved bulk-insert rounds
+	hiloIDs     int             // ids generated through the Go client
+	identSingle int             // identity ids taken one request each
+	identBatch  int             // identity ids taken in batches
+	probeNs     []int           // existing-document counts for the probe measurement
+	studioDocs  int             // documents in the collection behind the studio pages (0 skips)
+	conflicts   int             // conflicted documents for the resolution measurements (0 skips)
+	lagRate     int             // replication lag: writes/s over 3 nodes (0 skips the section)
+	lagFor      time.Duration   // replication lag: how long to write
+	catchUp     int             // replication catch-up: documents written while the link is cut
+	only        map[string]bool // sections to run; all when empty
 	dir         string
 }
 
@@ -68,8 +75,12 @@ func main() {
 	probes := flag.String("probe-n", "1000,100000,1000000", "existing-document counts for the probe measurement")
 	flag.IntVar(&c.studioDocs, "studio-docs", 1_000_000, "documents in one collection for the studio page timings (0 skips them)")
 	flag.IntVar(&c.conflicts, "conflicts", 100_000, "conflicted documents resolved on arrival and in bulk (0 skips)")
+	flag.IntVar(&c.lagRate, "lag-rate", 1000, "replication lag: writes/s round-robin over 3 nodes (0 skips the lag measurement)")
+	flag.DurationVar(&c.lagFor, "lag-for", 10*time.Second, "replication lag: how long to write (0 skips the lag measurement)")
+	flag.IntVar(&c.catchUp, "catchup-docs", 100_000, "replication catch-up: documents written while the destination is cut off (0 skips it)")
 	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
+	only := flag.String("only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -93,6 +104,8 @@ func main() {
 			"probe-n":          func() { *probes = "1000,10000" },
 			"studio-docs":      func() { c.studioDocs = 20_000 },
 			"conflicts":        func() { c.conflicts = 5000 },
+			"lag-for":          func() { c.lagFor = 2 * time.Second },
+			"catchup-docs":     func() { c.catchUp = 10_000 },
 		}
 		for name, apply := range quickDefaults {
 			if !set[name] {
@@ -108,12 +121,31 @@ func main() {
 		}
 		c.probeNs = append(c.probeNs, n)
 	}
+	for _, s := range strings.Split(*only, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !slices.Contains(sections, s) {
+			fmt.Fprintf(os.Stderr, "unknown -only section %q (have %s)\n", s, strings.Join(sections, ","))
+			os.Exit(2)
+		}
+		if c.only == nil {
+			c.only = map[string]bool{}
+		}
+		c.only[s] = true
+	}
 	if err := run(c, os.Stdout); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
+
+// sections are the report's parts, for -only.
+var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "studio", "conflicts", "probe"}
+
+// runs tells whether a section is part of this run.
+func (c config) runs(section string) bool { return len(c.only) == 0 || c.only[section] }
 
 func run(c config, out io.Writer) error {
 	if c.dir == "" {
@@ -132,6 +164,74 @@ func run(c config, out io.Writer) error {
 	defer stop()
 	_ = srv
 
+	if c.runs("bulk") {
+		if err := bulk(out, c, url); err != nil {
+			return err
+		}
+	}
+
+	if c.runs("hilo") {
+		fmt.Fprintf(out, "\n## HiLo through the Go client\n")
+		if err := hilo(out, url, c.hiloIDs); err != nil {
+			return err
+		}
+	}
+
+	if c.runs("identities") {
+		fmt.Fprintf(out, "\n## Identities over HTTP\n")
+		if err := identities(out, url, c.identSingle, c.identBatch); err != nil {
+			return err
+		}
+	}
+
+	if c.runs("cluster") {
+		fmt.Fprintf(out, "\n## Identities through Raft on a 3-node cluster (in-process nodes, loopback)\n")
+		if err := clusterIdentities(out, filepath.Join(c.dir, "cluster"), c.identSingle, c.identBatch, c.hiloIDs); err != nil {
+			return err
+		}
+	}
+
+	if c.lagRate > 0 && c.lagFor > 0 && c.runs("replication") {
+		fmt.Fprintf(out, "\n## Replication lag on 3 nodes (in-process nodes, loopback)\n")
+		if err := replicationLag(out, filepath.Join(c.dir, "lag"), c.lagRate, c.lagFor); err != nil {
+			return err
+		}
+	}
+	if c.catchUp > 0 && c.runs("replication") {
+		fmt.Fprintf(out, "\n## Replication catch-up after a cut link (2 nodes, TCP proxy between them)\n")
+		if err := replicationCatchUp(out, filepath.Join(c.dir, "catchup"), makeDocs(c.catchUp), c.batch); err != nil {
+			return err
+		}
+	}
+
+	if c.studioDocs > 0 && c.runs("studio") {
+		fmt.Fprintf(out, "\n## Studio pages, server-side render with %d documents in one collection (30 requests each)\n", c.studioDocs)
+		if err := studioPages(out, c.dir, c.studioDocs, 30); err != nil {
+			return err
+		}
+	}
+
+	if c.conflicts > 0 && c.runs("conflicts") {
+		fmt.Fprintf(out, "\n## Conflict resolution, %d conflicted documents (storage engine, no HTTP)\n", c.conflicts)
+		if err := conflictBench(out, c.dir, c.conflicts); err != nil {
+			return err
+		}
+	}
+
+	if c.runs("probe") {
+		fmt.Fprintf(out, "\n## Next free identity over N existing documents (prefix/1..prefix/N, counter at 0)\n")
+		for _, n := range c.probeNs {
+			if err := probe(out, filepath.Join(c.dir, fmt.Sprintf("probe-%d.db", n)), n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// bulk compares HTTP bulk_docs inserts with raw SQLite inserts of the same
+// documents.
+func bulk(out io.Writer, c config, url string) error {
 	docs := makeDocs(c.docs)
 	fmt.Fprintf(out, "\n## Bulk insert: %d documents of ~%d bytes, %d per request / transaction, %d interleaved rounds\n", c.docs, len(docs[0].body), c.batch, c.rounds)
 	// The disk is shared and noisy: measure the ceiling and the HTTP path
@@ -157,42 +257,6 @@ func run(c config, out io.Writer) error {
 	fmt.Fprintf(out, "raw SQLite ceiling (same schema, WAL, synchronous=FULL): %8.0f docs/s (median)\n", median(raws))
 	fmt.Fprintf(out, "HTTP bulk_docs, 1 client:                                 %8.0f docs/s  ratio %.2fx (median; rounds %.2f-%.2f)\n", median(ones), median(ratio1), minOf(ratio1), maxOf(ratio1))
 	fmt.Fprintf(out, "HTTP bulk_docs, 4 clients:                                %8.0f docs/s  ratio %.2fx (median; rounds %.2f-%.2f; target >= 0.6x)\n", median(fours), median(ratio4), minOf(ratio4), maxOf(ratio4))
-
-	fmt.Fprintf(out, "\n## HiLo through the Go client\n")
-	if err := hilo(out, url, c.hiloIDs); err != nil {
-		return err
-	}
-
-	fmt.Fprintf(out, "\n## Identities over HTTP\n")
-	if err := identities(out, url, c.identSingle, c.identBatch); err != nil {
-		return err
-	}
-
-	fmt.Fprintf(out, "\n## Identities through Raft on a 3-node cluster (in-process nodes, loopback)\n")
-	if err := clusterIdentities(out, filepath.Join(c.dir, "cluster"), c.identSingle, c.identBatch, c.hiloIDs); err != nil {
-		return err
-	}
-
-	if c.studioDocs > 0 {
-		fmt.Fprintf(out, "\n## Studio pages, server-side render with %d documents in one collection (30 requests each)\n", c.studioDocs)
-		if err := studioPages(out, c.dir, c.studioDocs, 30); err != nil {
-			return err
-		}
-	}
-
-	if c.conflicts > 0 {
-		fmt.Fprintf(out, "\n## Conflict resolution, %d conflicted documents (storage engine, no HTTP)\n", c.conflicts)
-		if err := conflictBench(out, c.dir, c.conflicts); err != nil {
-			return err
-		}
-	}
-
-	fmt.Fprintf(out, "\n## Next free identity over N existing documents (prefix/1..prefix/N, counter at 0)\n")
-	for _, n := range c.probeNs {
-		if err := probe(out, filepath.Join(c.dir, fmt.Sprintf("probe-%d.db", n)), n); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 

@@ -36,7 +36,9 @@ func (db *DB) ChangesAfterBytes(ctx context.Context, after int64, limit, maxByte
 // the bodies: it.Body is only valid during the call (a sender encodes it
 // straight into a message).
 func (db *DB) ScanChangesAfter(ctx context.Context, after int64, limit, maxBytes int, fn func(it *Item) error) error {
-	rows, err := db.reader.QueryContext(ctx, sqlChangesAfter, after, limit)
+	// Prepared once: replication reads after every commit, and parsing
+	// this compound query cost more than running it.
+	rows, err := db.rscan.QueryContext(ctx, after, limit)
 	if err != nil {
 		return err
 	}

@@ -70,6 +70,7 @@ type DB struct {
 	reader *sql.DB
 	wstmts map[string]*sql.Stmt // prepared once on the writer connection
 	rget   *sql.Stmt            // point read on the read pool
+	rscan  *sql.Stmt            // ChangesAfter's read on the read pool
 
 	reqs    chan *writeReq
 	closeMu sync.RWMutex
@@ -298,7 +299,10 @@ func (db *DB) prepare() error {
 		db.wstmts[q] = st
 	}
 	var err error
-	db.rget, err = db.reader.Prepare(sqlGetDoc)
+	if db.rget, err = db.reader.Prepare(sqlGetDoc); err != nil {
+		return err
+	}
+	db.rscan, err = db.reader.Prepare(sqlChangesAfter)
 	return err
 }
 
@@ -372,6 +376,9 @@ func (db *DB) Close() error {
 	}
 	if db.rget != nil {
 		db.rget.Close()
+	}
+	if db.rscan != nil {
+		db.rscan.Close()
 	}
 	err := errors.Join(db.reader.Close(), db.writer.Close())
 	return err

@@ -543,8 +543,10 @@ func (s *Sender) session(ctx context.Context) (connected bool, err error) {
 	}
 }
 
-// hasAll tells whether the database has seen every item: each item's vector
-// is merged into the database vector (the rule a sender uses to skip items).
+// hasAll tells whether the database has every item by the rule a sender
+// skips items with (storage.Item.Skippable against this copy's own
+// vector): never true for an Unordered item or a conflict version, which
+// ApplyReplicated must judge.
 func hasAll(db *storage.DB, items []storage.Item) bool {
 	if len(items) == 0 {
 		return true
@@ -554,8 +556,7 @@ func hasAll(db *storage.DB, items []storage.Item) bool {
 		return false
 	}
 	for _, it := range items {
-		cv, err := changevector.Parse(it.ChangeVector)
-		if err != nil || len(cv) == 0 || changevector.Compare(cv, have) != changevector.AlreadyMerged {
+		if it.ChangeVector == "" || !it.Skippable(have) {
 			return false
 		}
 	}

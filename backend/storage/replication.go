@@ -230,7 +230,8 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 	// Fast path for an id this copy has never seen (catch-up, new
 	// documents): while the database holds no tombstone, an insert that
 	// succeeds proves there was no local version, so the item is newer.
-	if it.Type == "Put" && len(incoming) > 0 && !tx.mayHaveTombstones() {
+	// (Unordered versions take the long way, which stores their flag.)
+	if it.Type == "Put" && !it.Unordered && !it.Conflict && len(incoming) > 0 && !tx.mayHaveTombstones() {
 		if inserted, err := tx.insertNewVersion(key, it); err != nil || inserted {
 			return Applied, err
 		}

@@ -621,14 +621,55 @@ func Receive(ctx context.Context, conn Conn, lookup func(name string) (*storage.
 	if err := send(ctx, conn, message{Type: typePosition, Accepted: accepted, ChangeVector: db.ChangeVector()}); err != nil {
 		return err
 	}
+	// Batches are handed to the database as they arrive (storage.Submit),
+	// so the next one is queued while the previous one commits and several
+	// may share a commit; acknowledgements go out in order, each once its
+	// batch is durable, from their own goroutine.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type pendingAck struct {
+		done <-chan error // nil: nothing was written (a heartbeat, or a batch the receiver has)
+		last int64
+	}
+	pending := make(chan pendingAck, 16)
+	ackErr := make(chan error, 1)
+	go func() {
+		defer close(ackErr)
+		for p := range pending {
+			if p.done != nil {
+				if err := <-p.done; err != nil {
+					_ = send(ctx, conn, message{Type: typeAck, Error: err.Error()})
+					ackErr <- err
+					cancel()
+					return
+				}
+			}
+			accepted = max(accepted, p.last)
+			if err := send(ctx, conn, message{Type: typeAck, Accepted: accepted, ChangeVector: db.ChangeVector()}); err != nil {
+				ackErr <- err
+				cancel()
+				return
+			}
+		}
+	}()
+	fail := func(err error) error {
+		close(pending)
+		if aerr := <-ackErr; aerr != nil {
+			return aerr // the cause
+		}
+		return err
+	}
+	written := int64(0) // the last etag of the last batch this connection wrote
 	for {
 		m, err := recvWithin(ctx, conn, IdleTimeout)
 		if err != nil {
-			return err
+			return fail(err)
 		}
+		var p pendingAck
 		switch m.Type {
 		case typeHeartbeat:
 		case typeBatch:
+			p.last = m.LastEtag
 			if hasAll(db, m.Items) {
 				// Everything in it is here already (it came by another
 				// path, or the sender skipped it all): acknowledge without
@@ -636,10 +677,17 @@ func Receive(ctx context.Context, conn Conn, lookup func(name string) (*storage.
 				// batch that writes; until then a reconnecting sender
 				// resends from the stored one, and those items are
 				// skipped again.
-				accepted = max(accepted, m.LastEtag)
 				break
 			}
-			err := db.Write(ctx, func(tx *storage.Tx) error {
+			prev := written
+			p.done = db.Submit(ctx, func(tx *storage.Tx) error {
+				// Only on top of the previous batch: if it failed, the
+				// position must not move past its items.
+				if prev > 0 {
+					if at, err := tx.SourceEtag(hello.SourceID); err != nil || at < prev {
+						return errors.Join(errors.New("the previous batch was not applied"), err)
+					}
+				}
 				for _, it := range m.Items {
 					if _, err := tx.ApplyReplicated(it); err != nil {
 						return err
@@ -647,16 +695,14 @@ func Receive(ctx context.Context, conn Conn, lookup func(name string) (*storage.
 				}
 				return tx.SetSourceEtag(hello.SourceID, m.LastEtag)
 			})
-			if err != nil {
-				_ = send(ctx, conn, message{Type: typeAck, Error: err.Error()})
-				return err
-			}
-			accepted = max(accepted, m.LastEtag)
+			written = m.LastEtag
 		default:
-			return fmt.Errorf("unexpected message %s", m.Type)
+			return fail(fmt.Errorf("unexpected message %s", m.Type))
 		}
-		if err := send(ctx, conn, message{Type: typeAck, Accepted: accepted, ChangeVector: db.ChangeVector()}); err != nil {
-			return err
+		select {
+		case pending <- p:
+		case <-ctx.Done():
+			return fail(ctx.Err())
 		}
 	}
 }

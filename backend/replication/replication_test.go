@@ -2,8 +2,12 @@ package replication
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,5 +195,167 @@ func TestRateWindow(t *testing.T) {
 	// Long after, nothing.
 	if b, d := w.rates(t0.Add(time.Minute)); b != 0 || d != 0 {
 		t.Fatalf("stale rates %v %v", b, d)
+	}
+}
+
+// pipe is an in-memory, ordered message connection (one end of two).
+type pipe struct {
+	in, out chan []byte
+	closed  chan struct{}
+}
+
+func pipePair() (*pipe, *pipe) {
+	a, b := make(chan []byte, 64), make(chan []byte, 64)
+	done := make(chan struct{})
+	return &pipe{in: a, out: b, closed: done}, &pipe{in: b, out: a, closed: done}
+}
+
+func (p *pipe) Send(ctx context.Context, msg []byte) error {
+	select {
+	case p.out <- append([]byte(nil), msg...):
+		return nil
+	case <-p.closed:
+		return errors.New("closed")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p *pipe) Recv(ctx context.Context) ([]byte, error) {
+	select {
+	case m := <-p.in:
+		return m, nil
+	case <-p.closed:
+		return nil, errors.New("closed")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (p *pipe) Close() error { return nil }
+
+func batchOf(last int64, items ...storage.Item) []byte {
+	var enc batchEncoder
+	enc.reset()
+	for i := range items {
+		enc.add(&items[i])
+	}
+	enc.last = last
+	return append([]byte(nil), enc.bytes()...)
+}
+
+func item(id, cv string, etag int64) storage.Item {
+	return storage.Item{Type: "Put", ID: id, Collection: "Items", ChangeVector: cv, Etag: etag, LastModified: time.Now().UTC(), Body: []byte(`{"a":1}`)}
+}
+
+// receiver starts Receive on a fresh database and says Hello as source
+// "src"; it returns the sender's end and the database.
+func receiver(t *testing.T) (*pipe, *storage.DB, chan error) {
+	t.Helper()
+	db, err := storage.Open(filepath.Join(t.TempDir(), "r.db"), storage.Options{Name: "r", NodeTag: "B"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	recvEnd, sendEnd := pipePair()
+	done, finished := make(chan error, 1), make(chan struct{})
+	go func() {
+		done <- Receive(ctx, recvEnd, func(string) (*storage.DB, error) { return db, nil })
+		close(finished)
+	}()
+	t.Cleanup(func() { cancel(); <-finished; db.Close() })
+	if err := send(ctx, sendEnd, message{Type: typeHello, Database: "r", SourceID: "src", SourceTag: "A"}); err != nil {
+		t.Fatal(err)
+	}
+	if pos, err := recv(ctx, sendEnd); err != nil || pos.Type != typePosition || pos.Accepted != 0 {
+		t.Fatalf("position: %+v %v", pos, err)
+	}
+	return sendEnd, db, done
+}
+
+func storedPosition(t *testing.T, db *storage.DB) int64 {
+	t.Helper()
+	var at int64
+	err := db.Write(context.Background(), func(tx *storage.Tx) (err error) {
+		at, err = tx.SourceEtag("src")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
+// Batches sent back to back are applied in order and acknowledged in
+// order; a batch the receiver already has is acknowledged without being
+// written (its position is stored with the next batch that writes).
+func TestReceivePipelined(t *testing.T) {
+	ctx := context.Background()
+	c, db, _ := receiver(t)
+	for i := int64(1); i <= 3; i++ {
+		if err := c.Send(ctx, batchOf(i*10, item(fmt.Sprintf("items/%d", i), fmt.Sprintf("A:%d-srcdbid", i*10), i*10))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := int64(1); i <= 3; i++ {
+		ack, err := recv(ctx, c)
+		if err != nil || ack.Type != typeAck || ack.Accepted != i*10 {
+			t.Fatalf("ack %d: %+v %v", i, ack, err)
+		}
+	}
+	if at := storedPosition(t, db); at != 30 {
+		t.Fatalf("stored position %d, want 30", at)
+	}
+	writes := db.Writes()
+	// The same item again, under a later position: nothing to write.
+	if err := c.Send(ctx, batchOf(40, item("items/3", "A:30-srcdbid", 40))); err != nil {
+		t.Fatal(err)
+	}
+	if ack, err := recv(ctx, c); err != nil || ack.Accepted != 40 {
+		t.Fatalf("ack of a known batch: %+v %v", ack, err)
+	}
+	if at := storedPosition(t, db); at != 30 || db.Writes() != writes {
+		t.Fatalf("a known batch was written: position %d, writes %d→%d", at, writes, db.Writes())
+	}
+	// The next batch that writes stores the later position.
+	if err := c.Send(ctx, batchOf(50, item("items/5", "A:50-srcdbid", 50))); err != nil {
+		t.Fatal(err)
+	}
+	if ack, err := recv(ctx, c); err != nil || ack.Accepted != 50 {
+		t.Fatalf("ack: %+v %v", ack, err)
+	}
+	if at := storedPosition(t, db); at != 50 {
+		t.Fatalf("stored position %d, want 50", at)
+	}
+}
+
+// A batch that fails ends the connection with an error acknowledgement,
+// and the batch queued behind it does not move the position past it.
+func TestReceiveFailedBatchStopsTheNext(t *testing.T) {
+	ctx := context.Background()
+	c, db, done := receiver(t)
+	bad := item("items/bad", "not a vector", 10)
+	if err := c.Send(ctx, batchOf(10, bad)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send(ctx, batchOf(20, item("items/good", "A:20-srcdbid", 20))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recv(ctx, c); err == nil || !strings.Contains(err.Error(), "destination: ") {
+		t.Fatalf("want an error acknowledgement, got %v", err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Receive ended without an error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Receive did not end after a failed batch")
+	}
+	if at := storedPosition(t, db); at != 0 {
+		t.Fatalf("stored position %d after a failed first batch", at)
+	}
+	if d, _ := db.Get(ctx, "items/good"); d != nil {
+		t.Fatal("the batch behind a failed one was applied")
 	}
 }

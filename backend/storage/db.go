@@ -339,22 +339,28 @@ func (db *DB) OnCommit(fn func([]Change)) {
 // requests are unaffected. fn may run on another goroutine and must not keep
 // tx after it returns.
 func (db *DB) Write(ctx context.Context, fn func(tx *Tx) error) error {
+	return <-db.Submit(ctx, fn)
+}
+
+// Submit queues fn as Write does but returns at once; the channel yields
+// what Write would return. Requests run in the order they were submitted,
+// so a caller can keep several in flight (they may share a commit).
+func (db *DB) Submit(ctx context.Context, fn func(tx *Tx) error) <-chan error {
 	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	db.closeMu.RLock()
+	defer db.closeMu.RUnlock()
 	if db.closed {
-		db.closeMu.RUnlock()
-		return ErrClosed
+		req.done <- ErrClosed
+		return req.done
 	}
 	select {
 	case db.reqs <- req:
 	case <-ctx.Done():
-		db.closeMu.RUnlock()
-		return ctx.Err()
+		req.done <- ctx.Err()
 	}
-	db.closeMu.RUnlock()
 	// Once queued the request always completes: it either runs, or is
 	// skipped because its context ended before it started.
-	return <-req.done
+	return req.done
 }
 
 // Close finishes the queued writes and closes the file.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rookerydb/rookery/backend/changevector"
@@ -633,6 +634,28 @@ func Receive(ctx context.Context, conn Conn, lookup func(name string) (*storage.
 	}
 	pending := make(chan pendingAck, 16)
 	ackErr := make(chan error, 1)
+	// The idle rule (IdleTimeout) holds only while the receiver owes
+	// nothing: a sender whose window is full of batches still being
+	// applied is waiting for this side, not silent.
+	var owed, lastHeard atomic.Int64
+	lastHeard.Store(time.Now().UnixNano())
+	var idle atomic.Bool
+	go func() {
+		t := time.NewTicker(IdleTimeout / 12)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if owed.Load() == 0 && time.Since(time.Unix(0, lastHeard.Load())) > IdleTimeout {
+				idle.Store(true)
+				cancel()
+				return
+			}
+		}
+	}()
 	go func() {
 		defer close(ackErr)
 		for p := range pending {
@@ -650,6 +673,8 @@ func Receive(ctx context.Context, conn Conn, lookup func(name string) (*storage.
 				cancel()
 				return
 			}
+			lastHeard.Store(time.Now().UnixNano()) // the sender's clock starts again from here
+			owed.Add(-1)
 		}
 	}()
 	fail := func(err error) error {
@@ -661,10 +686,15 @@ func Receive(ctx context.Context, conn Conn, lookup func(name string) (*storage.
 	}
 	written := int64(0) // the last etag of the last batch this connection wrote
 	for {
-		m, err := recvWithin(ctx, conn, IdleTimeout)
+		m, err := recv(ctx, conn)
 		if err != nil {
+			if idle.Load() {
+				err = fmt.Errorf("nothing from the sender for %s: %w", IdleTimeout, err)
+			}
 			return fail(err)
 		}
+		lastHeard.Store(time.Now().UnixNano())
+		owed.Add(1)
 		var p pendingAck
 		switch m.Type {
 		case typeHeartbeat:

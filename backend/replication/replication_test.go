@@ -359,3 +359,47 @@ func TestReceiveFailedBatchStopsTheNext(t *testing.T) {
 		t.Fatal("the batch behind a failed one was applied")
 	}
 }
+
+// A sender that says nothing for IdleTimeout while the receiver owes it
+// nothing is given up on.
+func TestReceiveIdleSender(t *testing.T) {
+	t.Parallel()
+	_, _, done := receiver(t)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "nothing from the sender") {
+			t.Fatalf("Receive ended with %v", err)
+		}
+	case <-time.After(IdleTimeout + 10*time.Second):
+		t.Fatal("an idle sender was waited on forever")
+	}
+}
+
+// While a batch it received is still being applied, the receiver owes the
+// sender an acknowledgement: the sender's silence is not idleness, however
+// long the apply takes.
+func TestReceiveSlowApplyIsNotIdle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, db, done := receiver(t)
+	// Hold the database's writer for longer than IdleTimeout.
+	held := make(chan struct{})
+	go db.Write(ctx, func(*storage.Tx) error {
+		close(held)
+		time.Sleep(IdleTimeout + 2*time.Second)
+		return nil
+	})
+	<-held
+	if err := c.Send(ctx, batchOf(10, item("items/slow", "A:10-srcdbid", 10))); err != nil {
+		t.Fatal(err)
+	}
+	ack, err := recv(ctx, c)
+	if err != nil || ack.Type != typeAck || ack.Accepted != 10 {
+		t.Fatalf("ack after a slow apply: %+v %v", ack, err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the receiver gave up while it owed an acknowledgement: %v", err)
+	default:
+	}
+}

@@ -47,7 +47,7 @@ func (s *Studio) replicationData(name string) (views.ReplicationData, error) {
 	d.Enabled = true
 	for _, x := range s.Replication.Destinations(db.Name()) {
 		d.Rows = append(d.Rows, views.ReplicationRow{
-			Tag: x.Destination, URL: x.URL, State: x.State, ConnectedSince: x.ConnectedSince,
+			Tag: x.Tag, URL: x.Destination, State: x.State, ConnectedSince: x.ConnectedSince,
 			LastSentEtag: x.LastSentEtag, LastAckEtag: x.LastAckEtag, ItemsBehind: x.ItemsBehind, SecondsBehind: x.SecondsBehind,
 			LastBeat: x.LastBeat, BatchesPerSec: x.BatchesPerSec, DocsPerSec: x.DocsPerSec, Batches: x.Batches, Docs: x.Docs,
 			LastError: x.LastError, LastErrorAt: x.LastErrorAt, NextRetry: x.NextRetry, Behind: x.Behind,

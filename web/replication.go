@@ -238,6 +238,6 @@ func (s *Server) destinationStats(db string) []replication.Stats {
 	for _, snd := range s.sendersOf(db) {
 		out = append(out, snd.Stats())
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Destination < out[j].Destination })
+	sort.Slice(out, func(i, j int) bool { return out[i].Tag < out[j].Tag })
 	return out
 }

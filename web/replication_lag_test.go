@@ -19,7 +19,7 @@ import (
 func senderStats(t *testing.T, n *replNode, dest string) replication.Stats {
 	t.Helper()
 	for _, st := range n.srv.destinationStats("rep") {
-		if st.Destination == dest {
+		if st.Tag == dest {
 			return st
 		}
 	}
@@ -35,7 +35,7 @@ func waitStats(t *testing.T, n *replNode, dest, what string, ok func(replication
 		var st replication.Stats
 		found := false
 		for _, s := range n.srv.destinationStats("rep") {
-			if s.Destination == dest {
+			if s.Tag == dest {
 				st, found = s, true
 			}
 		}
@@ -152,7 +152,7 @@ func TestReplicationLagFigures(t *testing.T) {
 	}
 	err = json.NewDecoder(resp.Body).Decode(&body)
 	resp.Body.Close()
-	if err != nil || !body.Enabled || len(body.Destinations) != 2 || body.Destinations[1].Destination != "C" || body.Destinations[1].ItemsBehind != 25 || body.Destinations[1].LastError == "" {
+	if err != nil || !body.Enabled || len(body.Destinations) != 2 || body.Destinations[1].Tag != "C" || body.Destinations[1].Destination != c.url || body.Destinations[1].ItemsBehind != 25 || body.Destinations[1].LastError == "" {
 		t.Fatalf("stats endpoint: %v %+v", err, body)
 	}
 

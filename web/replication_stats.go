@@ -54,7 +54,7 @@ func (c replicationCollector) Collect(ch chan<- prometheus.Metric) {
 	r.mu.Unlock()
 	for _, o := range all {
 		st := o.snd.Stats()
-		labels := []string{o.db, st.Destination}
+		labels := []string{o.db, st.Tag}
 		gauge := func(d *prometheus.Desc, v float64) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 		}
@@ -66,7 +66,7 @@ func (c replicationCollector) Collect(ch chan<- prometheus.Metric) {
 			if st.State == state {
 				v = 1
 			}
-			ch <- prometheus.MustNewConstMetric(descReplState, prometheus.GaugeValue, v, o.db, st.Destination, state)
+			ch <- prometheus.MustNewConstMetric(descReplState, prometheus.GaugeValue, v, o.db, st.Tag, state)
 		}
 		gauge(descReplSent, float64(st.LastSentEtag))
 		gauge(descReplAcked, float64(st.LastAckEtag))

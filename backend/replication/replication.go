@@ -64,7 +64,7 @@ type Dialer func(ctx context.Context, destURL, database string) (Conn, error)
 
 // Options tune a sender.
 type Options struct {
-	// Name is the destination's node tag, reported as Stats.Destination.
+	// Name is the destination's node tag, reported as Stats.Tag.
 	Name string
 	// BatchSize bounds the items of one batch (1024 when 0).
 	BatchSize int
@@ -93,8 +93,8 @@ const (
 
 // Stats are a destination's replication figures, as its sender sees them.
 type Stats struct {
-	Destination    string    // the destination's node tag (its URL when unnamed)
-	URL            string    // what the sender dials
+	Destination    string    // the URL the sender dials
+	Tag            string    // the destination's node tag (its URL when unnamed)
 	State          string    // StateConnected, StateConnecting or StateWaiting
 	Connected      bool      // State == StateConnected
 	ConnectedSince time.Time // start of the current connection
@@ -184,7 +184,7 @@ func NewSender(db *storage.DB, destURL string, dial Dialer, opt Options) *Sender
 		name = destURL
 	}
 	return &Sender{db: db, name: name, dest: destURL, dial: dial, opt: opt, wake: make(chan struct{}, 1),
-		stats: Stats{Destination: name, URL: destURL, State: StateConnecting}}
+		stats: Stats{Destination: destURL, Tag: name, State: StateConnecting}}
 }
 
 // Wake tells the sender there is something new (a local commit). It never

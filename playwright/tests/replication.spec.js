@@ -215,7 +215,7 @@ test.describe.serial("replication page on a three-node cluster", () => {
     // The sparkline remembers the outage: its peak is still 50.
     await expect(b.getByTestId("repl-sparkline")).toHaveAttribute("aria-label", /now 0, peak 50$/);
     const s = await stats(nodes.A);
-    const sb = s.Destinations.find((d) => d.Destination === "B");
+    const sb = s.Destinations.find((d) => d.Tag === "B");
     expect(sb.ItemsBehind).toBe(0);
     expect(sb.LastError).not.toBe("");
     await shot(page, "replication-healed");

@@ -41,6 +41,7 @@ step "fuzz targets (${FUZZTIME} each)"
 for target in ./backend/batch ./backend/document ./backend/changevector; do
 	go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$FUZZTIME" "$target"
 done
+go test -run '^$' -fuzz '^FuzzDecodeBatch$' -fuzztime "$FUZZTIME" ./backend/replication
 
 step "npm client compatibility suite (ravendb 7.2.2)"
 bash compat/run.sh

@@ -60,13 +60,28 @@ func TestEnvMirrorsFlags(t *testing.T) {
 }
 
 func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// The kernel may hand a just-closed port out again; never give the
+	// same address to two nodes of this test binary.
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if !handed[addr] {
+			handed[addr] = true
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
+
+var (
+	handedMu sync.Mutex
+	handed   = map[string]bool{}
+)
 
 // raftAddrFor gives a data directory a stable free Raft address, so a
 // restarted node keeps its address.

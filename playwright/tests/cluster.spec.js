@@ -6,40 +6,14 @@
 const { test, expect } = require("@playwright/test");
 const { spawn, spawnSync } = require("node:child_process");
 const fs = require("node:fs");
-const net = require("node:net");
 const os = require("node:os");
 const path = require("node:path");
-const { waitLive, shot } = require("./helpers");
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
+const { waitLive, shot, freePort, until } = require("./helpers");
 
 async function status(url) {
   const r = await fetch(url + "/admin/cluster/status", { signal: AbortSignal.timeout(1000) });
   if (r.status !== 200) throw new Error("status " + r.status);
   return r.json();
-}
-
-async function until(what, fn, ms) {
-  const deadline = Date.now() + (ms || 30_000);
-  let last;
-  while (Date.now() < deadline) {
-    try {
-      if (await fn()) return;
-    } catch (e) {
-      last = e;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error("timed out waiting for " + what + (last ? ": " + last.message : ""));
 }
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "rookery-pw-cluster-"));

@@ -2,6 +2,7 @@
 // own uniquely named database, created and filled through the HTTP API the
 // clients use.
 "use strict";
+const net = require("node:net");
 const path = require("node:path");
 const { expect } = require("@playwright/test");
 
@@ -51,4 +52,32 @@ async function shot(page, name) {
   await page.screenshot({ path: path.join(__dirname, "..", "artifacts", name + ".png"), fullPage: true });
 }
 
-module.exports = { api, base, uniqueName, createDatabase, deleteDatabase, putDocs, waitLive, shot };
+// freePort finds a loopback port nobody listens on (for the specs that
+// start their own nodes and proxies).
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+// until polls fn until it returns true, or fails after ms (30 s).
+async function until(what, fn, ms) {
+  const deadline = Date.now() + (ms || 30_000);
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      if (await fn()) return;
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error("timed out waiting for " + what + (last ? ": " + last.message : ""));
+}
+
+module.exports = { api, base, uniqueName, createDatabase, deleteDatabase, putDocs, waitLive, shot, freePort, until };

@@ -9,32 +9,7 @@ const fs = require("node:fs");
 const net = require("node:net");
 const os = require("node:os");
 const path = require("node:path");
-const { waitLive, shot } = require("./helpers");
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-async function until(what, fn, ms) {
-  const deadline = Date.now() + (ms || 30_000);
-  let last;
-  while (Date.now() < deadline) {
-    try {
-      if (await fn()) return;
-    } catch (e) {
-      last = e;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error("timed out waiting for " + what + (last ? ": " + last.message : ""));
-}
+const { waitLive, shot, freePort, until } = require("./helpers");
 
 // cutProxy forwards TCP connections to a target port until cut: cutting
 // destroys the open connections and refuses new ones until healed.

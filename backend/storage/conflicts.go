@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/document"
 )
 
 // Version is one version of a conflicted document, as a resolver sees it.
@@ -155,38 +157,41 @@ func (tx *Tx) ResolveConflict(id, fingerprint string, res Resolution, by string)
 	return err == nil, Info{ID: first.ID, Collection: cname, ChangeVector: cv, Etag: etag, LastModified: tx.now}, err
 }
 
-// wireVersion is a version in the resolution log.
-type wireVersion struct {
-	ChangeVector string
-	LastModified time.Time
-	Tombstone    bool
-	Body         json.RawMessage `json:",omitempty"`
-}
-
-func toWire(v Version) wireVersion {
-	w := wireVersion{ChangeVector: v.ChangeVector, LastModified: v.LastModified, Tombstone: v.Tombstone}
-	if !v.Tombstone && json.Valid(v.Body) {
-		w.Body = v.Body
+// appendLogged writes a version as the resolution log keeps it (the JSON
+// of LoggedVersion). Bodies are stored forms, valid JSON already, and go in
+// as they are: no re-encoding on the resolution path.
+func appendLogged(b []byte, v Version) []byte {
+	b = append(b, `{"ChangeVector":`...)
+	b = document.AppendString(b, v.ChangeVector)
+	b = append(b, `,"LastModified":"`...)
+	b = v.LastModified.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","Tombstone":`...)
+	b = strconv.AppendBool(b, v.Tombstone)
+	if !v.Tombstone && len(v.Body) > 0 {
+		b = append(b, `,"Body":`...)
+		b = append(b, v.Body...)
 	}
-	return w
+	return append(b, '}')
 }
 
 // logResolution appends to the resolution log, in the same transaction as
 // the resolution.
 func (tx *Tx) logResolution(id, collection, strategy, by string, versions []Version, result Version) error {
-	ws := make([]wireVersion, len(versions))
+	size := 64
+	for _, v := range versions {
+		size += len(v.Body) + len(v.ChangeVector) + 96
+	}
+	vb := make([]byte, 0, size)
+	vb = append(vb, '[')
 	for i, v := range versions {
-		ws[i] = toWire(v)
+		if i > 0 {
+			vb = append(vb, ',')
+		}
+		vb = appendLogged(vb, v)
 	}
-	vb, err := json.Marshal(ws)
-	if err != nil {
-		return err
-	}
-	rb, err := json.Marshal(toWire(result))
-	if err != nil {
-		return err
-	}
-	_, err = tx.exec(sqlLogResolution, LowerID(id), id, collection, tx.now.UnixNano(), strategy, by, tx.db.nodeTag, string(vb), string(rb))
+	vb = append(vb, ']')
+	rb := appendLogged(make([]byte, 0, len(result.Body)+160), result)
+	_, err := tx.exec(sqlLogResolution, LowerID(id), id, collection, tx.now.UnixNano(), strategy, by, tx.db.nodeTag, string(vb), string(rb))
 	return err
 }
 

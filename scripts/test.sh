@@ -38,7 +38,7 @@ step "go test (race detector)"
 go test -race -count=1 ./...
 
 step "fuzz targets (${FUZZTIME} each)"
-for target in ./backend/batch ./backend/document ./backend/changevector; do
+for target in ./backend/batch ./backend/document ./backend/changevector ./backend/rql; do
 	go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$FUZZTIME" "$target"
 done
 go test -run '^$' -fuzz '^FuzzDecodeBatch$' -fuzztime "$FUZZTIME" ./backend/replication

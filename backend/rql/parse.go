@@ -1,0 +1,618 @@
+// Package rql parses and evaluates the subset of RavenDB's query language
+// that clients generate for collection queries and data subscriptions:
+//
+//	from <Collection> [as x] [where …] [order by …] [select …] [include …] [limit $a, $b]
+//
+// The where clause takes =, !=, <, <=, >, >=, between, in, all in,
+// startsWith(), endsWith(), exists(), search(), regex(), exact(), boost(),
+// and/or/not and parentheses, over nested paths (Address.City,
+// Lines[].Price), id() and $parameters. String comparisons ignore case, as
+// RavenDB's default analyzer does, except inside exact(). Syntax errors
+// carry the byte position.
+package rql
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// SyntaxError is a query that does not parse.
+type SyntaxError struct {
+	Pos int // byte offset in the query
+	Msg string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("RQL syntax error at position %d: %s", e.Pos, e.Msg)
+}
+
+// Query is a parsed query.
+type Query struct {
+	Collection string // "" for an index query
+	Index      string
+	Alias      string
+	GroupBy    []Path
+	Where      Expr // nil: every document
+	OrderBy    []Order
+	Distinct   bool
+	Select     []Projection
+	Include    []Path
+	Skip, Take *Value // limit $skip, $take
+}
+
+// Path is a field reference: segments, where a segment ending in "[]"
+// fans out over an array. ID is id().
+type Path struct {
+	Segments []string
+	ID       bool
+}
+
+func (p Path) String() string {
+	if p.ID {
+		return "id()"
+	}
+	return strings.Join(p.Segments, ".")
+}
+
+// Value is a literal or a $parameter.
+type Value struct {
+	Param   string // without '$'; "" for a literal
+	Literal any    // string, float64, bool or nil
+}
+
+// Order is one order by item.
+type Order struct {
+	Field  Path
+	Random bool
+	As     string // long, double, alphaNumeric, string or ""
+	Desc   bool
+}
+
+// Projection is one select item.
+type Projection struct {
+	Field Path
+	Func  string // "key" or "count" for key() / count()
+	As    string
+}
+
+// Expr is a where-clause expression.
+type Expr interface{ expr() }
+
+type (
+	// And is both.
+	And struct{ L, R Expr }
+	// Or is either.
+	Or struct{ L, R Expr }
+	// Not negates.
+	Not struct{ E Expr }
+	// Compare is field op value; Exact turns off case folding.
+	Compare struct {
+		Field Path
+		Op    string // = != < <= > >=
+		Value Value
+		Exact bool
+	}
+	// Between is field between lo and hi (inclusive).
+	Between struct {
+		Field  Path
+		Lo, Hi Value
+	}
+	// In is field [all] in (values); an array parameter expands.
+	In struct {
+		Field  Path
+		Values []Value
+		All    bool
+	}
+	// Call is startsWith, endsWith, search, regex or lucene.
+	Call struct {
+		Name  string
+		Field Path
+		Value Value
+	}
+	// Exists is exists(field).
+	Exists struct{ Field Path }
+)
+
+func (And) expr()     {}
+func (Or) expr()      {}
+func (Not) expr()     {}
+func (Compare) expr() {}
+func (Between) expr() {}
+func (In) expr()      {}
+func (Call) expr()    {}
+func (Exists) expr()  {}
+
+// Parse parses a query.
+func Parse(text string) (*Query, error) {
+	toks, err := lex(text)
+	if err != nil {
+		return nil, err
+	}
+	p := &parser{toks: toks, n: len(text)}
+	q, err := p.query()
+	if err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+type parser struct {
+	toks []token
+	i    int
+	n    int
+}
+
+func (p *parser) peek() token {
+	if p.i < len(p.toks) {
+		return p.toks[p.i]
+	}
+	return token{kind: tEOF, pos: p.n}
+}
+
+func (p *parser) next() token {
+	t := p.peek()
+	if p.i < len(p.toks) {
+		p.i++
+	}
+	return t
+}
+
+func (p *parser) errAt(t token, format string, args ...any) error {
+	return &SyntaxError{Pos: t.pos, Msg: fmt.Sprintf(format, args...)}
+}
+
+// kw reports (and consumes) a keyword.
+func (p *parser) kw(word string) bool {
+	t := p.peek()
+	if t.kind == tIdent && strings.EqualFold(t.text, word) {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *parser) isKw(word string) bool {
+	t := p.peek()
+	return t.kind == tIdent && strings.EqualFold(t.text, word)
+}
+
+func (p *parser) punct(s string) bool {
+	t := p.peek()
+	if t.kind == tPunct && t.text == s {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *parser) expectPunct(s string) error {
+	if !p.punct(s) {
+		t := p.peek()
+		return p.errAt(t, "expected %q, found %s", s, t)
+	}
+	return nil
+}
+
+func (p *parser) query() (*Query, error) {
+	q := &Query{}
+	if !p.kw("from") {
+		return nil, p.errAt(p.peek(), "a query starts with 'from', found %s", p.peek())
+	}
+	if p.kw("index") {
+		t := p.next()
+		if t.kind != tString && t.kind != tIdent {
+			return nil, p.errAt(t, "expected an index name, found %s", t)
+		}
+		q.Index = t.text
+	} else {
+		t := p.next()
+		if t.kind != tString && t.kind != tIdent {
+			return nil, p.errAt(t, "expected a collection name, found %s", t)
+		}
+		if t.kind == tIdent && isReserved(t.text) {
+			return nil, p.errAt(t, "expected a collection name, found keyword %q", t.text)
+		}
+		q.Collection = t.text
+	}
+	if p.kw("as") {
+		t := p.next()
+		if t.kind != tIdent || isReserved(t.text) {
+			return nil, p.errAt(t, "expected an alias, found %s", t)
+		}
+		q.Alias = t.text
+	}
+	if p.isKw("group") {
+		p.next()
+		if !p.kw("by") {
+			return nil, p.errAt(p.peek(), "expected 'by' after 'group'")
+		}
+		for {
+			f, err := p.field(q)
+			if err != nil {
+				return nil, err
+			}
+			q.GroupBy = append(q.GroupBy, f)
+			if !p.punct(",") {
+				break
+			}
+		}
+	}
+	if p.kw("where") {
+		e, err := p.or(q)
+		if err != nil {
+			return nil, err
+		}
+		q.Where = e
+	}
+	if p.isKw("order") {
+		p.next()
+		if !p.kw("by") {
+			return nil, p.errAt(p.peek(), "expected 'by' after 'order'")
+		}
+		for {
+			o, err := p.orderItem(q)
+			if err != nil {
+				return nil, err
+			}
+			q.OrderBy = append(q.OrderBy, o)
+			if !p.punct(",") {
+				break
+			}
+		}
+	}
+	if p.kw("select") {
+		q.Distinct = p.kw("distinct")
+		for {
+			pr, err := p.projection(q)
+			if err != nil {
+				return nil, err
+			}
+			q.Select = append(q.Select, pr)
+			if !p.punct(",") {
+				break
+			}
+		}
+	}
+	if p.kw("include") {
+		for {
+			f, err := p.field(q)
+			if err != nil {
+				return nil, err
+			}
+			q.Include = append(q.Include, f)
+			if !p.punct(",") {
+				break
+			}
+		}
+	}
+	if p.kw("limit") {
+		a, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		q.Skip = &a
+		if p.punct(",") {
+			b, err := p.value()
+			if err != nil {
+				return nil, err
+			}
+			q.Take = &b
+		} else {
+			q.Skip, q.Take = nil, &a // "limit n" takes n
+		}
+	}
+	if t := p.peek(); t.kind != tEOF {
+		return nil, p.errAt(t, "unexpected %s", t)
+	}
+	return q, nil
+}
+
+func (p *parser) orderItem(q *Query) (Order, error) {
+	var o Order
+	if p.isKw("random") && p.i+1 < len(p.toks) && p.toks[p.i+1].text == "(" {
+		p.i++
+		if err := p.expectPunct("("); err != nil {
+			return o, err
+		}
+		if err := p.expectPunct(")"); err != nil {
+			return o, err
+		}
+		o.Random = true
+	} else {
+		f, err := p.field(q)
+		if err != nil {
+			return o, err
+		}
+		o.Field = f
+	}
+	if p.kw("as") {
+		t := p.next()
+		switch strings.ToLower(t.text) {
+		case "long", "double", "alphanumeric", "string":
+			o.As = t.text
+		default:
+			return o, p.errAt(t, "order by … as takes long, double, alphaNumeric or string, not %s", t)
+		}
+	}
+	if p.kw("desc") || p.kw("descending") {
+		o.Desc = true
+	} else if p.kw("asc") || p.kw("ascending") {
+		o.Desc = false
+	}
+	return o, nil
+}
+
+func (p *parser) projection(q *Query) (Projection, error) {
+	var pr Projection
+	t := p.peek()
+	if t.kind == tIdent && (strings.EqualFold(t.text, "key") || strings.EqualFold(t.text, "count")) && p.i+1 < len(p.toks) && p.toks[p.i+1].text == "(" {
+		p.i++
+		if err := p.expectPunct("("); err != nil {
+			return pr, err
+		}
+		if err := p.expectPunct(")"); err != nil {
+			return pr, err
+		}
+		pr.Func = strings.ToLower(t.text)
+	} else {
+		f, err := p.field(q)
+		if err != nil {
+			return pr, err
+		}
+		pr.Field = f
+	}
+	if p.kw("as") {
+		a := p.next()
+		if a.kind != tIdent && a.kind != tString {
+			return pr, p.errAt(a, "expected a name after 'as', found %s", a)
+		}
+		pr.As = a.text
+	}
+	return pr, nil
+}
+
+// field reads a path: id(), a quoted name, or identifiers joined by dots,
+// each optionally followed by [] (an alias prefix is dropped).
+func (p *parser) field(q *Query) (Path, error) {
+	t := p.next()
+	switch t.kind {
+	case tString:
+		return Path{Segments: []string{t.text}}, nil
+	case tIdent:
+	default:
+		return Path{}, p.errAt(t, "expected a field, found %s", t)
+	}
+	if strings.EqualFold(t.text, "id") && p.punct("(") {
+		if err := p.expectPunct(")"); err != nil {
+			return Path{}, err
+		}
+		return Path{ID: true}, nil
+	}
+	if isReserved(t.text) {
+		return Path{}, p.errAt(t, "expected a field, found keyword %q", t.text)
+	}
+	segs := []string{t.text}
+	for {
+		if p.punct("[") {
+			if err := p.expectPunct("]"); err != nil {
+				return Path{}, err
+			}
+			segs[len(segs)-1] += "[]"
+			continue
+		}
+		if !p.punct(".") {
+			break
+		}
+		n := p.next()
+		if n.kind != tIdent && n.kind != tString {
+			return Path{}, p.errAt(n, "expected a name after '.', found %s", n)
+		}
+		segs = append(segs, n.text)
+	}
+	if q.Alias != "" && len(segs) > 1 && segs[0] == q.Alias {
+		segs = segs[1:]
+	}
+	return Path{Segments: segs}, nil
+}
+
+func (p *parser) value() (Value, error) {
+	t := p.next()
+	switch t.kind {
+	case tParam:
+		return Value{Param: t.text}, nil
+	case tString:
+		return Value{Literal: t.text}, nil
+	case tNumber:
+		f, err := strconv.ParseFloat(t.text, 64)
+		if err != nil {
+			return Value{}, p.errAt(t, "bad number %q", t.text)
+		}
+		return Value{Literal: f}, nil
+	case tIdent:
+		switch strings.ToLower(t.text) {
+		case "true":
+			return Value{Literal: true}, nil
+		case "false":
+			return Value{Literal: false}, nil
+		case "null":
+			return Value{Literal: nil}, nil
+		}
+	}
+	return Value{}, p.errAt(t, "expected a value ($param, string, number, true, false or null), found %s", t)
+}
+
+func (p *parser) or(q *Query) (Expr, error) {
+	l, err := p.and(q)
+	if err != nil {
+		return nil, err
+	}
+	for p.kw("or") {
+		r, err := p.and(q)
+		if err != nil {
+			return nil, err
+		}
+		l = Or{l, r}
+	}
+	return l, nil
+}
+
+func (p *parser) and(q *Query) (Expr, error) {
+	l, err := p.term(q)
+	if err != nil {
+		return nil, err
+	}
+	for p.kw("and") {
+		r, err := p.term(q)
+		if err != nil {
+			return nil, err
+		}
+		l = And{l, r}
+	}
+	return l, nil
+}
+
+var calls = map[string]string{"startswith": "startsWith", "endswith": "endsWith", "search": "search", "regex": "regex", "lucene": "lucene"}
+
+func (p *parser) term(q *Query) (Expr, error) {
+	if p.kw("not") {
+		e, err := p.term(q)
+		if err != nil {
+			return nil, err
+		}
+		return Not{e}, nil
+	}
+	if p.punct("(") {
+		e, err := p.or(q)
+		if err != nil {
+			return nil, err
+		}
+		return e, p.expectPunct(")")
+	}
+	t := p.peek()
+	if t.kind == tIdent && p.i+1 < len(p.toks) && p.toks[p.i+1].text == "(" {
+		name := strings.ToLower(t.text)
+		switch {
+		case calls[name] != "":
+			p.i += 2
+			f, err := p.field(q)
+			if err != nil {
+				return nil, err
+			}
+			if err := p.expectPunct(","); err != nil {
+				return nil, err
+			}
+			v, err := p.value()
+			if err != nil {
+				return nil, err
+			}
+			return Call{Name: calls[name], Field: f, Value: v}, p.expectPunct(")")
+		case name == "exists":
+			p.i += 2
+			f, err := p.field(q)
+			if err != nil {
+				return nil, err
+			}
+			return Exists{f}, p.expectPunct(")")
+		case name == "exact":
+			p.i += 2
+			e, err := p.or(q)
+			if err != nil {
+				return nil, err
+			}
+			return exact(e), p.expectPunct(")")
+		case name == "boost":
+			p.i += 2
+			e, err := p.or(q)
+			if err != nil {
+				return nil, err
+			}
+			if err := p.expectPunct(","); err != nil {
+				return nil, err
+			}
+			if _, err := p.value(); err != nil {
+				return nil, err
+			}
+			return e, p.expectPunct(")") // boosting changes ranking only
+		}
+	}
+	f, err := p.field(q)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case p.kw("between"):
+		lo, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		if !p.kw("and") {
+			return nil, p.errAt(p.peek(), "expected 'and' in between")
+		}
+		hi, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		return Between{Field: f, Lo: lo, Hi: hi}, nil
+	case p.isKw("in") || p.isKw("all"):
+		all := p.kw("all")
+		if !p.kw("in") {
+			return nil, p.errAt(p.peek(), "expected 'in' after 'all'")
+		}
+		if err := p.expectPunct("("); err != nil {
+			return nil, err
+		}
+		var vals []Value
+		for {
+			v, err := p.value()
+			if err != nil {
+				return nil, err
+			}
+			vals = append(vals, v)
+			if !p.punct(",") {
+				break
+			}
+		}
+		return In{Field: f, Values: vals, All: all}, p.expectPunct(")")
+	}
+	op := p.next()
+	switch op.text {
+	case "=", "==", "!=", "<>", "<", "<=", ">", ">=":
+		if op.kind != tPunct {
+			break
+		}
+		v, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		o := op.text
+		if o == "==" {
+			o = "="
+		} else if o == "<>" {
+			o = "!="
+		}
+		return Compare{Field: f, Op: o, Value: v}, nil
+	}
+	return nil, p.errAt(op, "expected a comparison after %s, found %s", f, op)
+}
+
+// exact marks every comparison inside e as case-sensitive.
+func exact(e Expr) Expr {
+	switch x := e.(type) {
+	case Compare:
+		x.Exact = true
+		return x
+	case And:
+		return And{exact(x.L), exact(x.R)}
+	case Or:
+		return Or{exact(x.L), exact(x.R)}
+	case Not:
+		return Not{exact(x.E)}
+	}
+	return e
+}
+
+var reserved = map[string]bool{"from": true, "where": true, "and": true, "or": true, "not": true, "select": true, "include": true,
+	"limit": true, "order": true, "group": true, "between": true, "in": true, "as": true}
+
+func isReserved(s string) bool { return reserved[strings.ToLower(s)] }

@@ -1,0 +1,182 @@
+package rql
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// Every query text the npm client generates (protocol reference §6.3)
+// parses.
+func TestParsesWhatTheClientSends(t *testing.T) {
+	for _, q := range []string{
+		`from 'Orders'`,
+		`from 'Order Lines'`,
+		`from Orders`,
+		`from index 'Orders/ByTotal' where total = $p0`,
+		`from 'Orders' where Name = $p0`,
+		`from 'Orders' where exact(Name = $p0)`,
+		`from 'Orders' where id() = $p0`,
+		`from 'Orders' where Address.City = $p0`,
+		`from 'Orders' where 'Na me' = $p0`,
+		`from 'Orders' where name != $p0`,
+		`from 'Orders' where total > $p0 and total <= $p1`,
+		`from 'Orders' where total >= $p0 and total < $p1`,
+		`from 'Orders' where total between $p0 and $p1`,
+		`from 'Orders' where name in ($p0)`,
+		`from 'Orders' where tags all in ($p0)`,
+		`from 'Orders' where id() in ($p0)`,
+		`from 'Orders' where startsWith(name, $p0)`,
+		`from 'Orders' where endsWith(Name, $p0)`,
+		`from 'Orders' where search(name, $p0)`,
+		`from 'Orders' where regex(Name, $p0)`,
+		`from 'Orders' where lucene(Name, $p0)`,
+		`from 'Orders' where exists(f)`,
+		`from 'Orders' where not exists(zzz)`,
+		`from 'Orders' where name = $p0 or name = $p1`,
+		`from 'Orders' where (a = $p0 or b = $p1) and c = $p2`,
+		`from 'Orders' where boost(Name = $p0, 2)`,
+		`from 'Orders' order by total`,
+		`from 'Orders' order by total as long`,
+		`from 'Orders' order by total as alphaNumeric`,
+		`from 'Orders' order by total desc`,
+		`from 'Orders' order by Name, total as double desc`,
+		`from 'Orders' order by random()`,
+		`from 'Orders' limit $p2, $p3`,
+		`from 'Orders' select Name, total, @metadata.@nested-object-types as __PROJECTED_NESTED_OBJECT_TYPES__`,
+		`from 'Orders' select distinct Name, @metadata.@nested-object-types as __PROJECTED_NESTED_OBJECT_TYPES__`,
+		`from 'Orders' group by Name select key(), count() as count`,
+		`from 'Orders' include company`,
+		`from Orders where total > $min`,
+		`from Orders as o where o.Lines[].Price > 10 and o.Address.City = 'London' select o.Name`,
+		`FROM Orders WHERE Total >= 10.5 AND NOT (Status == "Closed")`,
+	} {
+		if _, err := Parse(q); err != nil {
+			t.Errorf("%s: %v", q, err)
+		}
+	}
+}
+
+func TestSyntaxErrorsHavePositions(t *testing.T) {
+	for _, c := range []struct {
+		q   string
+		pos int
+		msg string
+	}{
+		{`select x`, 0, "starts with 'from'"},
+		{`from`, 4, "collection name"},
+		{`from Orders where`, 17, "expected a field"},
+		{`from Orders where Name = `, 25, "expected a value"},
+		{`from Orders where Name ~ 1`, 23, "unexpected character"},
+		{`from Orders where Name = 'abc`, 25, "unterminated string"},
+		{`from Orders where (Name = 1`, 27, `expected ")"`},
+		{`from Orders where Total between 1 or 2`, 34, "'and' in between"},
+		{`from Orders where Name = $`, 25, "parameter name"},
+		{`from Orders order by x as nonsense`, 26, "long, double"},
+		{`from Orders limit`, 17, "expected a value"},
+		{`from Orders where a = 1 extra`, 24, "unexpected"},
+	} {
+		_, err := Parse(c.q)
+		var se *SyntaxError
+		if !errors.As(err, &se) || se.Pos != c.pos || !strings.Contains(se.Msg, c.msg) {
+			t.Errorf("%s: %v (want position %d, %q)", c.q, err, c.pos, c.msg)
+		}
+	}
+}
+
+func doc(t *testing.T, id, body string) Doc {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		t.Fatal(err)
+	}
+	return Doc{ID: id, Body: m}
+}
+
+func TestMatch(t *testing.T) {
+	d := doc(t, "orders/1-A", `{"Name":"Acme Pipe","Total":42,"Status":"Open","Tags":["red","blue"],
+		"Address":{"City":"London"},"Lines":[{"Price":5},{"Price":50}],"Empty":null}`)
+	params := map[string]any{"p0": "acme pipe", "n": 40, "names": []any{"x", "ACME PIPE"}, "tags": []any{"red", "blue"}, "some": []any{"red", "green"}}
+	for _, c := range []struct {
+		q    string
+		want bool
+	}{
+		{`from Orders`, true},
+		{`from Orders where Name = $p0`, true},         // case-insensitive
+		{`from Orders where exact(Name = $p0)`, false}, // but not inside exact()
+		{`from Orders where Name = 'Acme Pipe'`, true},
+		{`from Orders where Name != 'acme pipe'`, false},
+		{`from Orders where Total > $n`, true},
+		{`from Orders where Total < $n`, false},
+		{`from Orders where Total between 42 and 50`, true},
+		{`from Orders where Total between 43 and 50`, false},
+		{`from Orders where Name in ($names)`, true},
+		{`from Orders where Tags all in ($tags)`, true},
+		{`from Orders where Tags all in ($some)`, false},
+		{`from Orders where Tags in ('green', 'RED')`, true},
+		{`from Orders where Lines[].Price > 40`, true},
+		{`from Orders where Lines[].Price > 60`, false},
+		{`from Orders where Address.City = 'london'`, true},
+		{`from Orders as o where o.Address.City = 'Paris'`, false},
+		{`from Orders where startsWith(Name, 'ACME')`, true},
+		{`from Orders where endsWith(Name, 'pipe')`, true},
+		{`from Orders where search(Name, 'tube pipe')`, true},
+		{`from Orders where search(Name, 'tube')`, false},
+		{`from Orders where regex(Name, '^Acme')`, true},
+		{`from Orders where exists(Address.City)`, true},
+		{`from Orders where exists(Missing)`, false},
+		{`from Orders where not exists(Missing) and id() = 'ORDERS/1-a'`, true},
+		{`from Orders where Missing = null`, true},
+		{`from Orders where Empty = null`, true},
+		{`from Orders where Status = 'Closed' or (Total >= 42 and Status = 'open')`, true},
+		{`from Orders where not (Status = 'open')`, false},
+		{`from Orders where Total = 'forty-two'`, false}, // different types never match
+	} {
+		q, err := Parse(c.q)
+		if err != nil {
+			t.Fatalf("%s: %v", c.q, err)
+		}
+		got, err := q.Match(d, params)
+		if err != nil || got != c.want {
+			t.Errorf("%s: %v %v, want %v", c.q, got, err, c.want)
+		}
+	}
+	q, _ := Parse(`from Orders where Name = $missing`)
+	if _, err := q.Match(d, params); err == nil || !strings.Contains(err.Error(), "$missing") {
+		t.Fatalf("a missing parameter: %v", err)
+	}
+}
+
+func TestClauses(t *testing.T) {
+	q, err := Parse(`from 'Orders' as o where o.Total > 1 order by Name, Total as double desc select distinct o.Name as n include Company limit $a, $b`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Collection != "Orders" || q.Alias != "o" || len(q.OrderBy) != 2 || !q.OrderBy[1].Desc || q.OrderBy[1].As != "double" ||
+		!q.Distinct || q.Select[0].As != "n" || q.Select[0].Field.String() != "Name" || q.Include[0].String() != "Company" ||
+		q.Skip.Param != "a" || q.Take.Param != "b" {
+		t.Fatalf("%+v", q)
+	}
+	if q, _ := Parse(`from index 'Orders/ByTotal'`); q.Index != "Orders/ByTotal" || q.Collection != "" {
+		t.Fatalf("index %+v", q)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{`from 'Orders' where (a = $p0 or b = $p1) and c = $p2`, `from Orders as o where o.Lines[].Price between 1 and 2 order by x desc select key(), count() as c limit 1, 2`,
+		`from index 'x' where exact(Name = "a\"b") include a, b`, `from x where boost(a in ($p), 2) and not exists(y)`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		q, err := Parse(s)
+		if err != nil {
+			var se *SyntaxError
+			if !errors.As(err, &se) || se.Pos < 0 || se.Pos > len(s) {
+				t.Fatalf("%q: error %v is not a positioned syntax error", s, err)
+			}
+			return
+		}
+		_, _ = q.Match(Doc{ID: "x/1", Body: map[string]any{"a": 1.0, "b": []any{"x", map[string]any{"c": nil}}}}, map[string]any{"p": []any{1.0}, "p0": "x"})
+	})
+}

@@ -76,6 +76,7 @@ func (a *API) Register(e *echo.Echo) {
 	g.GET("/configuration/client", a.clientConfiguration)
 	g.GET("/healthcheck", a.healthcheck)
 	a.registerConflicts(e, g)
+	a.registerSubscriptions(g)
 }
 
 // db resolves the :db path parameter.

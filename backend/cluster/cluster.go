@@ -468,3 +468,22 @@ func (c *Cluster) Setting(db, key string) json.RawMessage {
 	}
 	return d.Settings[key]
 }
+
+// CreateSubscription records a subscription (a new name, or the log index
+// as its name when name is empty) and returns its id.
+func (c *Cluster) CreateSubscription(ctx context.Context, db, name string, data json.RawMessage) (Result, error) {
+	return c.Apply(ctx, Command{Op: opSubCreate, Name: db, Key: name, Setting: data})
+}
+
+// UpdateSubscription replaces a subscription's definition and progress.
+func (c *Cluster) UpdateSubscription(ctx context.Context, db, name string, data json.RawMessage) (Result, error) {
+	return c.Apply(ctx, Command{Op: opSubUpdate, Name: db, Key: name, Setting: data})
+}
+
+// DeleteSubscription removes a subscription.
+func (c *Cluster) DeleteSubscription(ctx context.Context, db, name string) (Result, error) {
+	return c.Apply(ctx, Command{Op: opSubDelete, Name: db, Key: name})
+}
+
+// Subscriptions lists a database's subscriptions in creation order.
+func (c *Cluster) Subscriptions(db string) []Subscription { return c.fsm.subscriptions(db) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,12 +39,28 @@ type state struct {
 	Nodes      map[string]*Node     // by tag
 	Databases  map[string]*Database // by lower-cased name
 	Identities map[string]int64     // "db/prefix|", both lower-cased
+	// Subscriptions by "db/name", both lower-cased.
+	Subscriptions map[string]*Subscription `json:",omitempty"`
 	// TopologyEtag moves whenever nodes or database membership change.
 	TopologyEtag int64
 }
 
 func newState() *state {
-	return &state{Nodes: map[string]*Node{}, Databases: map[string]*Database{}, Identities: map[string]int64{}}
+	return &state{Nodes: map[string]*Node{}, Databases: map[string]*Database{}, Identities: map[string]int64{}, Subscriptions: map[string]*Subscription{}}
+}
+
+// Subscription is a data subscription's record: its id (the log index that
+// created it), its name, and its definition and progress, kept opaque here
+// (the subscriptions package owns their shape).
+type Subscription struct {
+	Database string
+	Name     string
+	ID       int64
+	Data     json.RawMessage
+}
+
+func subscriptionKey(db, name string) string {
+	return strings.ToLower(db) + "/" + strings.ToLower(name)
 }
 
 // Operations of the log.
@@ -57,6 +74,9 @@ const (
 	opIdentitySeed   = "identity_seed"
 	opAddMember      = "add_member"
 	opSetSetting     = "set_setting"
+	opSubCreate      = "subscription_create"
+	opSubUpdate      = "subscription_update"
+	opSubDelete      = "subscription_delete"
 )
 
 // Command is one log entry.
@@ -159,6 +179,11 @@ func (f *fsm) apply(c *Command, index uint64) Result {
 				delete(st.Identities, k)
 			}
 		}
+		for k := range st.Subscriptions {
+			if strings.HasPrefix(k, prefix) {
+				delete(st.Subscriptions, k)
+			}
+		}
 		st.TopologyEtag = int64(index)
 	case opAddMember:
 		d, ok := st.Databases[strings.ToLower(c.Name)]
@@ -189,6 +214,35 @@ func (f *fsm) apply(c *Command, index uint64) Result {
 			settings[c.Key] = append(json.RawMessage(nil), c.Setting...)
 		}
 		d.Settings = settings
+	case opSubCreate:
+		if _, ok := st.Databases[strings.ToLower(c.Name)]; !ok {
+			return Result{Err: "Database '" + c.Name + "' does not exist.", Kind: "missing"}
+		}
+		name := c.Key
+		if name == "" {
+			name = strconv.FormatUint(index, 10)
+		}
+		k := subscriptionKey(c.Name, name)
+		if _, ok := st.Subscriptions[k]; ok {
+			return Result{Err: "A subscription named '" + name + "' already exists.", Kind: "exists"}
+		}
+		st.Subscriptions[k] = &Subscription{Database: c.Name, Name: name, ID: int64(index), Data: append(json.RawMessage(nil), c.Setting...)}
+		return Result{Value: int64(index)}
+	case opSubUpdate:
+		sub, ok := st.Subscriptions[subscriptionKey(c.Name, c.Key)]
+		if !ok {
+			return Result{Err: "Subscription '" + c.Key + "' does not exist.", Kind: "missing"}
+		}
+		cp := *sub
+		cp.Data = append(json.RawMessage(nil), c.Setting...)
+		st.Subscriptions[subscriptionKey(c.Name, c.Key)] = &cp
+		return Result{Value: sub.ID}
+	case opSubDelete:
+		k := subscriptionKey(c.Name, c.Key)
+		if _, ok := st.Subscriptions[k]; !ok {
+			return Result{Err: "Subscription '" + c.Key + "' does not exist.", Kind: "missing"}
+		}
+		delete(st.Subscriptions, k)
 	case opIdentityNext:
 		if _, ok := st.Databases[strings.ToLower(c.Name)]; !ok {
 			return Result{Err: "Database '" + c.Name + "' does not exist.", Kind: "missing"}
@@ -259,6 +313,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	if st.Identities == nil {
 		st.Identities = map[string]int64{}
+	}
+	if st.Subscriptions == nil {
+		st.Subscriptions = map[string]*Subscription{}
 	}
 	f.mu.Lock()
 	f.st = st
@@ -336,4 +393,18 @@ func (f *fsm) topologyEtag() int64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.st.TopologyEtag
+}
+
+func (f *fsm) subscriptions(db string) []Subscription {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	prefix := strings.ToLower(db) + "/"
+	var out []Subscription
+	for k, v := range f.st.Subscriptions {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, *v)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/document"
 )
@@ -72,16 +71,6 @@ func fingerprintOf(cvs []string) string {
 	sort.Strings(cvs)
 	h := sha256.Sum256([]byte(strings.Join(cvs, "\n")))
 	return hex.EncodeToString(h[:8])
-}
-
-// MergedVector is the merge of every version's change vector.
-func MergedVector(versions []Version) string {
-	var m changevector.Vector
-	for _, v := range versions {
-		cv, _ := changevector.Parse(v.ChangeVector)
-		m = changevector.Merge(m, cv)
-	}
-	return m.String()
 }
 
 // fullConflicts reads key's stored versions with their bodies, in etag

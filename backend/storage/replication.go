@@ -84,25 +84,19 @@ func (o Outcome) String() string {
 
 // autoResolve asks the database's resolver to decide a conflict between the
 // incoming item and the local version (when it exists) or the stored
-// versions. Every copy reaches the same content from the same versions; the
+// versions it has not superseded. Every copy reaches the same content from the same versions; the
 // result is written as a local version (see below). It reports false when
 // there is no resolver, the versions span collections, or the resolver
 // declines.
-func (tx *Tx) autoResolve(key string, it Item, local localVersion) (bool, error) {
+func (tx *Tx) autoResolve(key string, it Item, stored []Version, local localVersion) (bool, error) {
 	r := tx.db.currentResolver()
 	if r == nil {
 		return false, nil
 	}
-	var versions []Version
+	versions := append([]Version(nil), stored...)
 	if local.exists {
 		versions = append(versions, Version{ID: local.id, Collection: local.coll, ChangeVector: local.cv,
 			LastModified: time.Unix(0, local.lm).UTC(), Tombstone: local.tombstone, Body: local.body})
-	} else {
-		stored, _, err := tx.fullConflicts(key)
-		if err != nil {
-			return false, err
-		}
-		versions = stored
 	}
 	versions = append(versions, Version{ID: it.ID, Collection: it.Collection, ChangeVector: it.ChangeVector,
 		LastModified: it.LastModified, Tombstone: it.Type == "Delete", Body: it.Body})
@@ -193,13 +187,13 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 	}
 	key := LowerID(it.ID)
 	tx.absorb(incoming)
-	conflicts, err := tx.conflictVersions(key)
+	conflicts, etags, err := tx.fullConflicts(key)
 	if err != nil {
 		return Skipped, err
 	}
 	if len(conflicts) > 0 {
 		for _, c := range conflicts {
-			cv, _ := changevector.Parse(c.cv)
+			cv, _ := changevector.Parse(c.ChangeVector)
 			if changevector.Compare(incoming, cv) == changevector.AlreadyMerged {
 				return Skipped, nil
 			}
@@ -207,22 +201,22 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 		// The stored versions are those no other version has seen; drop
 		// the ones this item supersedes, so every copy keeps the same set
 		// whatever order the versions arrive in.
-		left := 0
-		for _, c := range conflicts {
-			cv, _ := changevector.Parse(c.cv)
+		var left []Version
+		for i, c := range conflicts {
+			cv, _ := changevector.Parse(c.ChangeVector)
 			if changevector.Compare(incoming, cv) == changevector.Update {
-				if _, err := tx.exec(sqlDeleteConflictByEtag, c.etag); err != nil {
+				if _, err := tx.exec(sqlDeleteConflictByEtag, etags[i]); err != nil {
 					return Skipped, err
 				}
 				continue
 			}
-			left++
+			left = append(left, c)
 		}
-		if left == 0 {
+		if len(left) == 0 {
 			// Newer than every version: it resolves the conflict.
 			return Applied, tx.writeVersion(key, it, localVersion{})
 		}
-		if ok, err := tx.autoResolve(key, it, localVersion{}); ok || err != nil {
+		if ok, err := tx.autoResolve(key, it, left, localVersion{}); ok || err != nil {
 			return Resolved, err
 		}
 		return Conflicted, tx.addConflict(key, it)
@@ -263,7 +257,7 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 		it.ChangeVector, it.Unordered = merged, true
 		return Merged, tx.writeVersion(key, it, local)
 	}
-	if ok, err := tx.autoResolve(key, it, local); ok || err != nil {
+	if ok, err := tx.autoResolve(key, it, nil, local); ok || err != nil {
 		return Resolved, err
 	}
 	// Keep both: the local version moves into the conflicts table.
@@ -366,33 +360,6 @@ func (tx *Tx) removeLocal(key string, local localVersion) error {
 	return nil
 }
 
-type conflictVersion struct {
-	etag int64
-	cv   string
-	id   string
-	coll string
-}
-
-func (tx *Tx) conflictVersions(key string) ([]conflictVersion, error) {
-	if !tx.mayHaveConflicts() {
-		return nil, nil
-	}
-	rows, err := tx.stmt(sqlConflictVersions).Query(key)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []conflictVersion
-	for rows.Next() {
-		var c conflictVersion
-		if err := rows.Scan(&c.etag, &c.cv, &c.id, &c.coll); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
-}
-
 // mayHaveConflicts is false while the database has never held a conflict,
 // sparing every write a lookup.
 func (tx *Tx) mayHaveConflicts() bool {
@@ -442,38 +409,6 @@ func (tx *Tx) SetSourceEtag(source string, etag int64) error {
 	return err
 }
 
-// Conflict is one stored version of a conflicted document.
-type Conflict struct {
-	ID           string
-	Collection   string
-	ChangeVector string
-	LastModified time.Time
-	Tombstone    bool
-	Body         []byte
-	Etag         int64
-}
-
-// Conflicts returns the stored versions of a conflicted id (none when the
-// id is not in conflict).
-func (db *DB) Conflicts(ctx context.Context, id string) ([]Conflict, error) {
-	rows, err := db.reader.QueryContext(ctx, `SELECT etag, id, collection, change_vector, last_modified, tombstone, body FROM conflicts WHERE key = ? ORDER BY etag`, LowerID(id))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Conflict
-	for rows.Next() {
-		var c Conflict
-		var lm, tomb int64
-		if err := rows.Scan(&c.Etag, &c.ID, &c.Collection, &c.ChangeVector, &lm, &tomb, &c.Body); err != nil {
-			return nil, err
-		}
-		c.LastModified, c.Tombstone = time.Unix(0, lm).UTC(), tomb == 1
-		out = append(out, c)
-	}
-	return out, rows.Err()
-}
-
 // HasConflict tells whether an id is in conflict.
 func (db *DB) HasConflict(ctx context.Context, id string) (bool, error) {
 	if !db.conflicted.Load() {
@@ -487,32 +422,9 @@ func (db *DB) HasConflict(ctx context.Context, id string) (bool, error) {
 	return err == nil, err
 }
 
-// ConflictedIDs lists the ids in conflict, in id order.
-func (db *DB) ConflictedIDs(ctx context.Context, limit int) ([]string, error) {
-	rows, err := db.reader.QueryContext(ctx, `SELECT id FROM conflicts GROUP BY key ORDER BY key LIMIT ?`, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
-}
-
 // ConflictCount is the number of conflicted ids.
 func (db *DB) ConflictCount(ctx context.Context) (int, error) {
-	if !db.conflicted.Load() {
-		return 0, nil
-	}
-	var n int
-	err := db.reader.QueryRowContext(ctx, `SELECT COUNT(DISTINCT key) FROM conflicts`).Scan(&n)
-	return n, err
+	return db.ConflictTotal(ctx, ConflictFilter{})
 }
 
 // ConflictCounts returns the number of conflicted ids and of stored

@@ -44,6 +44,16 @@ func del(t *testing.T, db *storage.DB, id string) {
 	}
 }
 
+// versions reads the stored versions of a conflicted id.
+func versions(t *testing.T, db *storage.DB, id string) []storage.Version {
+	t.Helper()
+	vs, err := db.ConflictVersions(context.Background(), []string{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vs[storage.LowerID(id)]
+}
+
 // state is a copy's documents and conflicts, for comparing copies.
 func state(t *testing.T, db *storage.DB) string {
 	t.Helper()
@@ -56,17 +66,13 @@ func state(t *testing.T, db *storage.DB) string {
 	for _, it := range items {
 		lines = append(lines, fmt.Sprintf("%s %s %s %s", it.Type, strings.ToLower(it.ID), it.ChangeVector, it.Body))
 	}
-	ids, err := db.ConflictedIDs(ctx, 1<<30)
+	list, _, err := db.ConflictList(ctx, storage.ConflictFilter{}, 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range ids {
-		cs, err := db.Conflicts(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range cs {
-			lines = append(lines, fmt.Sprintf("conflict %s %s %v %s", strings.ToLower(id), c.ChangeVector, c.Tombstone, c.Body))
+	for _, c := range list {
+		for _, v := range versions(t, db, c.ID) {
+			lines = append(lines, fmt.Sprintf("conflict %s %s %v %s", strings.ToLower(c.ID), v.ChangeVector, v.Tombstone, v.Body))
 		}
 	}
 	sort.Strings(lines)
@@ -138,7 +144,7 @@ func TestReplicationConflictsAndMerges(t *testing.T) {
 		if d, _ := db.Get(ctx, "orders/1"); d != nil {
 			t.Fatal("a conflicted id must have no live document")
 		}
-		cs, _ := db.Conflicts(ctx, "orders/1")
+		cs := versions(t, db, "orders/1")
 		if len(cs) != 2 {
 			t.Fatalf("versions %d", len(cs))
 		}
@@ -151,7 +157,7 @@ func TestReplicationConflictsAndMerges(t *testing.T) {
 		}
 	}
 	// A newer write that has seen both versions resolves the conflict everywhere.
-	merged, _ := a.Conflicts(ctx, "orders/1")
+	merged := versions(t, a, "orders/1")
 	err := a.Write(ctx, func(tx *storage.Tx) error {
 		cv := merged[0].ChangeVector + ", " + merged[1].ChangeVector + ", A:999-" + a.DatabaseID()
 		_, err := tx.ApplyReplicated(storage.Item{Type: "Put", ID: "orders/1", Collection: "Orders", ChangeVector: cv, Body: []byte(`{"by":"both","@metadata":{"@collection":"Orders"}}`)})
@@ -162,7 +168,7 @@ func TestReplicationConflictsAndMerges(t *testing.T) {
 	}
 	replicate(t, a, b)
 	for _, db := range []*storage.DB{a, b} {
-		if cs, _ := db.Conflicts(ctx, "orders/1"); len(cs) != 0 {
+		if cs := versions(t, db, "orders/1"); len(cs) != 0 {
 			t.Fatal("conflict not resolved")
 		}
 		if d, _ := db.Get(ctx, "orders/1"); d == nil || !strings.Contains(string(d.Body), "both") {

@@ -21,7 +21,6 @@ const (
 	sqlInsertTombstone       = `INSERT INTO tombstones(etag, key, id, collection, deleted_etag, change_vector, last_modified, flags) VALUES(?, ?, ?, ?, ?, ?, ?, 0)`
 	sqlGetTombstone          = `SELECT etag, id, collection, change_vector, last_modified FROM tombstones WHERE key = ?`
 	sqlDeleteTombstoneByEtag = `DELETE FROM tombstones WHERE etag = ?`
-	sqlConflictVersions      = `SELECT etag, change_vector, id, collection FROM conflicts WHERE key = ?`
 	sqlInsertConflict        = `INSERT INTO conflicts(etag, key, id, collection, change_vector, last_modified, tombstone, body) VALUES(?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlDropConflicts         = `DELETE FROM conflicts WHERE key = ?`
 	sqlDeleteConflictByEtag  = `DELETE FROM conflicts WHERE etag = ?`
@@ -55,7 +54,6 @@ var writerStatements = []string{
 	sqlAddIDNumbers,
 	sqlGetTombstone,
 	sqlDeleteTombstoneByEtag,
-	sqlConflictVersions,
 	sqlInsertConflict,
 	sqlDropConflicts,
 	sqlDeleteConflictByEtag,

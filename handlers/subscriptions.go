@@ -34,24 +34,6 @@ func readSubscriptionOptions(c echo.Context) (subscriptions.Options, error) {
 	return o, nil
 }
 
-// applied turns a cluster result into an error and waits until this node
-// has applied it (read your writes).
-func (a *API) applied(c echo.Context, res cluster.Result, err error) error {
-	if err != nil {
-		return err
-	}
-	switch res.Kind {
-	case "missing":
-		return dberr.New(dberr.NotFound, "%s", res.Err)
-	case "exists":
-		return dberr.New(dberr.BadRequest, "%s", res.Err)
-	case "":
-	default:
-		return dberr.New(dberr.BadRequest, "%s", res.Err)
-	}
-	return a.Cluster.WaitApplied(c.Request().Context(), res.Index)
-}
-
 func (a *API) createSubscription(c echo.Context) error {
 	db, err := a.db(c)
 	if err != nil {
@@ -67,7 +49,7 @@ func (a *API) createSubscription(c echo.Context) error {
 	}
 	raw, _ := json.Marshal(def)
 	res, err := a.Cluster.CreateSubscription(c.Request().Context(), db.Name(), strings.TrimSpace(o.Name), raw)
-	if err := a.applied(c, res, err); err != nil {
+	if err != nil {
 		return err
 	}
 	name := strings.TrimSpace(o.Name)
@@ -77,9 +59,11 @@ func (a *API) createSubscription(c echo.Context) error {
 	return writeJSON(c, http.StatusCreated, map[string]any{"Name": name, "RaftCommandIndex": res.Index})
 }
 
-func (a *API) findSubscription(db, name string) (cluster.Subscription, subscriptions.Definition, error) {
+// findSubscription finds a subscription by name, or by id when the name is
+// empty and id is given (updates may name it either way).
+func (a *API) findSubscription(db, name string, id *int64) (cluster.Subscription, subscriptions.Definition, error) {
 	for _, s := range a.Cluster.Subscriptions(db) {
-		if strings.EqualFold(s.Name, name) {
+		if (name != "" && strings.EqualFold(s.Name, name)) || (name == "" && id != nil && *id == s.ID) {
 			d, err := subscriptions.Parse(s.Data)
 			return s, d, err
 		}
@@ -119,7 +103,7 @@ func (a *API) subscriptionState(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s, d, err := a.findSubscription(db.Name(), name)
+	s, d, err := a.findSubscription(db.Name(), name, nil)
 	if dberr.Is(err, dberr.NotFound) {
 		return c.NoContent(http.StatusNotFound) // as RavenDB: an empty 404
 	}
@@ -134,12 +118,11 @@ func (a *API) deleteSubscription(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s, _, err := a.findSubscription(db.Name(), name)
+	s, _, err := a.findSubscription(db.Name(), name, nil)
 	if err != nil {
 		return err
 	}
-	res, err := a.Cluster.DeleteSubscription(c.Request().Context(), db.Name(), s.Name)
-	if err := a.applied(c, res, err); err != nil {
+	if _, err := a.Cluster.DeleteSubscription(c.Request().Context(), db.Name(), s.Name); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -152,7 +135,7 @@ func (a *API) dropSubscriptionConnections(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := a.findSubscription(db.Name(), name); err != nil {
+	if _, _, err := a.findSubscription(db.Name(), name, nil); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -167,18 +150,7 @@ func (a *API) updateSubscription(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var found *cluster.Subscription
-	for _, s := range a.Cluster.Subscriptions(db.Name()) {
-		if (o.Name != "" && strings.EqualFold(s.Name, o.Name)) || (o.Name == "" && o.ID != nil && *o.ID == s.ID) {
-			s := s
-			found = &s
-			break
-		}
-	}
-	if found == nil {
-		return dberr.New(dberr.NotFound, "Subscription '%s' does not exist", o.Name)
-	}
-	d, err := subscriptions.Parse(found.Data)
+	found, d, err := a.findSubscription(db.Name(), o.Name, o.ID)
 	if err != nil {
 		return err
 	}
@@ -187,7 +159,7 @@ func (a *API) updateSubscription(c echo.Context) error {
 	}
 	raw, _ := json.Marshal(d)
 	res, err := a.Cluster.UpdateSubscription(c.Request().Context(), db.Name(), found.Name, raw)
-	if err := a.applied(c, res, err); err != nil {
+	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, map[string]any{"Name": found.Name, "RaftCommandIndex": res.Index})

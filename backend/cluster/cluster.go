@@ -278,6 +278,8 @@ func resultErr(r Result) error {
 		return dberr.New(dberr.Concurrency, "%s", r.Err)
 	case "missing":
 		return &dberr.Error{Kind: dberr.DatabaseMissing, Msg: r.Err}
+	case "not_found":
+		return dberr.New(dberr.NotFound, "%s", r.Err)
 	}
 	return dberr.New(dberr.BadRequest, "%s", r.Err)
 }
@@ -455,9 +457,20 @@ func (c *Cluster) AddMember(ctx context.Context, db, tag string) (Result, error)
 	return c.Apply(ctx, Command{Op: opAddMember, Name: db, Tag: tag})
 }
 
-// SetSetting stores (or, with nil, removes) one of a database's settings.
+// applyAndWait applies a command and waits until this node has applied it
+// too, so the caller reads its own write from the local state.
+func (c *Cluster) applyAndWait(ctx context.Context, cmd Command) (Result, error) {
+	r, err := c.Apply(ctx, cmd)
+	if err != nil {
+		return r, err
+	}
+	return r, c.WaitApplied(ctx, r.Index)
+}
+
+// SetSetting stores (or, with nil, removes) one of a database's settings,
+// and returns once this node serves it.
 func (c *Cluster) SetSetting(ctx context.Context, db, key string, value json.RawMessage) (Result, error) {
-	return c.Apply(ctx, Command{Op: opSetSetting, Name: db, Key: key, Setting: value})
+	return c.applyAndWait(ctx, Command{Op: opSetSetting, Name: db, Key: key, Setting: value})
 }
 
 // Setting reads one of a database's settings (nil when unset).
@@ -470,19 +483,20 @@ func (c *Cluster) Setting(db, key string) json.RawMessage {
 }
 
 // CreateSubscription records a subscription (a new name, or the log index
-// as its name when name is empty) and returns its id.
+// as its name when name is empty) and returns its id as Value. Like the
+// other subscription writes it returns once this node has applied it.
 func (c *Cluster) CreateSubscription(ctx context.Context, db, name string, data json.RawMessage) (Result, error) {
-	return c.Apply(ctx, Command{Op: opSubCreate, Name: db, Key: name, Setting: data})
+	return c.applyAndWait(ctx, Command{Op: opSubCreate, Name: db, Key: name, Setting: data})
 }
 
 // UpdateSubscription replaces a subscription's definition and progress.
 func (c *Cluster) UpdateSubscription(ctx context.Context, db, name string, data json.RawMessage) (Result, error) {
-	return c.Apply(ctx, Command{Op: opSubUpdate, Name: db, Key: name, Setting: data})
+	return c.applyAndWait(ctx, Command{Op: opSubUpdate, Name: db, Key: name, Setting: data})
 }
 
 // DeleteSubscription removes a subscription.
 func (c *Cluster) DeleteSubscription(ctx context.Context, db, name string) (Result, error) {
-	return c.Apply(ctx, Command{Op: opSubDelete, Name: db, Key: name})
+	return c.applyAndWait(ctx, Command{Op: opSubDelete, Name: db, Key: name})
 }
 
 // Subscriptions lists a database's subscriptions in creation order.

@@ -99,7 +99,8 @@ type Result struct {
 	Values []int64 `json:",omitempty"`
 	Value  int64   `json:",omitempty"`
 	Err    string  `json:",omitempty"`
-	// Kind classifies Err for the caller: "exists", "missing", "invalid".
+	// Kind classifies Err for the caller: "exists", "missing" (the
+	// database), "not_found" (something in it), "invalid".
 	Kind  string `json:",omitempty"`
 	Index uint64 `json:",omitempty"`
 }
@@ -231,7 +232,7 @@ func (f *fsm) apply(c *Command, index uint64) Result {
 	case opSubUpdate:
 		sub, ok := st.Subscriptions[subscriptionKey(c.Name, c.Key)]
 		if !ok {
-			return Result{Err: "Subscription '" + c.Key + "' does not exist.", Kind: "missing"}
+			return Result{Err: "Subscription '" + c.Key + "' does not exist.", Kind: "not_found"}
 		}
 		cp := *sub
 		cp.Data = append(json.RawMessage(nil), c.Setting...)
@@ -240,7 +241,7 @@ func (f *fsm) apply(c *Command, index uint64) Result {
 	case opSubDelete:
 		k := subscriptionKey(c.Name, c.Key)
 		if _, ok := st.Subscriptions[k]; !ok {
-			return Result{Err: "Subscription '" + c.Key + "' does not exist.", Kind: "missing"}
+			return Result{Err: "Subscription '" + c.Key + "' does not exist.", Kind: "not_found"}
 		}
 		delete(st.Subscriptions, k)
 	case opIdentityNext:

@@ -124,18 +124,12 @@ func (a *API) buildVersion(c echo.Context) error {
 // listDatabases serves GET /databases[?namesOnly=true].
 func (a *API) listDatabases(c echo.Context) error {
 	names := a.Catalog.Names()
-	start, err := intParam(c, "start", 0)
+	start, pageSize, err := pagingWith(c, int64(len(names)))
 	if err != nil {
 		return err
 	}
-	pageSize, err := intParam(c, "pageSize", int64(len(names)))
-	if err != nil {
-		return err
-	}
-	if start > int64(len(names)) {
-		start = int64(len(names))
-	}
-	end := min(int64(len(names)), start+max(pageSize, 0))
+	start = min(start, len(names))
+	end := min(len(names), start+pageSize)
 	names = names[start:end]
 	if namesOnly, _ := boolParam(c, "namesOnly"); namesOnly {
 		return writeJSON(c, http.StatusOK, map[string]any{"Databases": names})

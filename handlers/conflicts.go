@@ -88,18 +88,11 @@ func (a *API) listConflicts(c echo.Context) error {
 		}
 		return writeJSON(c, http.StatusOK, out)
 	}
-	start, err := intParam(c, "start", 0)
+	start, pageSize, err := paging(c)
 	if err != nil {
 		return err
 	}
-	pageSize, err := intParam(c, "pageSize", 1024)
-	if err != nil {
-		return err
-	}
-	if start < 0 || pageSize < 0 {
-		return dberr.New(dberr.BadRequest, "start and pageSize must not be negative")
-	}
-	list, total, err := db.ConflictsByEtag(ctx, int(start), int(min(pageSize, 10000)))
+	list, total, err := db.ConflictsByEtag(ctx, start, min(pageSize, 10000))
 	if err != nil {
 		return err
 	}

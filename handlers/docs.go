@@ -125,12 +125,15 @@ func (a *API) loadDocs(c echo.Context, idList []string) error {
 }
 
 // paging reads start and pageSize (default 1024).
-func paging(c echo.Context) (start, pageSize int, err error) {
+func paging(c echo.Context) (start, pageSize int, err error) { return pagingWith(c, 1024) }
+
+// pagingWith reads start and pageSize, refusing negative or huge values.
+func pagingWith(c echo.Context, defaultSize int64) (start, pageSize int, err error) {
 	s, err := intParam(c, "start", 0)
 	if err != nil {
 		return 0, 0, err
 	}
-	p, err := intParam(c, "pageSize", 1024)
+	p, err := intParam(c, "pageSize", defaultSize)
 	if err != nil {
 		return 0, 0, err
 	}

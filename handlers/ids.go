@@ -145,11 +145,7 @@ func (a *API) identities(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	start, err := intParam(c, "start", 0)
-	if err != nil {
-		return err
-	}
-	pageSize, err := intParam(c, "pageSize", 1<<31-1)
+	start, pageSize, err := pagingWith(c, 1<<31-1)
 	if err != nil {
 		return err
 	}
@@ -161,7 +157,7 @@ func (a *API) identities(c echo.Context) error {
 	sort.Strings(names)
 	out := map[string]int64{}
 	for i, n := range names {
-		if int64(i) < start || int64(len(out)) >= pageSize {
+		if i < start || len(out) >= pageSize {
 			continue
 		}
 		out[n] = all[n]

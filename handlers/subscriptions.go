@@ -76,17 +76,13 @@ func (a *API) listSubscriptions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	start, err := intParam(c, "start", 0)
-	if err != nil {
-		return err
-	}
-	pageSize, err := intParam(c, "pageSize", 1024)
+	start, pageSize, err := paging(c)
 	if err != nil {
 		return err
 	}
 	out := []subscriptions.State{}
 	for i, s := range a.Cluster.Subscriptions(db.Name()) {
-		if int64(i) < start || int64(len(out)) >= pageSize {
+		if i < start || len(out) >= pageSize {
 			continue
 		}
 		d, err := subscriptions.Parse(s.Data)

@@ -433,8 +433,8 @@ func (a *API) operation(c echo.Context) (*conflicts.Operation, error) {
 	if err != nil {
 		return nil, badParam("op", c.Param("op"))
 	}
-	op, ok := a.Conflicts.Get(id)
-	if !ok || !strings.EqualFold(op.Progress().Database, db.Name()) {
+	op, ok := a.Conflicts.Get(db.Name(), id)
+	if !ok {
 		return nil, dberr.New(dberr.NotFound, "bulk operation %d does not exist on this node", id)
 	}
 	return op, nil

@@ -349,8 +349,8 @@ func (s *Studio) conflictOp(c echo.Context, db *storage.DB) (*conflicts.Operatio
 	if err != nil {
 		return nil, dberr.New(dberr.BadRequest, "Which operation? %q is not an operation number.", c.FormValue("op"))
 	}
-	op, ok := s.Conflicts.Get(id)
-	if !ok || !strings.EqualFold(op.Progress().Database, db.Name()) {
+	op, ok := s.Conflicts.Get(db.Name(), id)
+	if !ok {
 		return nil, dberr.New(dberr.NotFound, "There is no operation %d for %s on this node.", id, db.Name())
 	}
 	return op, nil

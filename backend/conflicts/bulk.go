@@ -288,12 +288,15 @@ func (m *Manager) trim() {
 	}
 }
 
-// Get returns an operation by id.
-func (m *Manager) Get(id int64) (*Operation, bool) {
+// Get returns an operation of the database by id.
+func (m *Manager) Get(database string, id int64) (*Operation, bool) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	op, ok := m.ops[id]
-	return op, ok
+	m.mu.Unlock()
+	if !ok || !strings.EqualFold(op.Progress().Database, database) {
+		return nil, false
+	}
+	return op, true
 }
 
 // List returns a database's operations, newest first.

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -299,11 +298,9 @@ func RestoreVersion(c echo.Context, db *storage.DB, seq int64, i int, by string)
 			info, _, err = tx.Delete(e.ID, nil)
 			return err
 		}
-		parsed, err := document.Parse(document.AppendJSON(nil, v.Body, e.ID, "", time.Time{}))
-		if err != nil {
-			return err
-		}
-		info, err = tx.Put(e.ID, parsed, nil)
+		// The logged body is the stored form already.
+		var err error
+		info, err = tx.Put(e.ID, document.Parsed{Body: v.Body, Collection: e.Collection}, nil)
 		return err
 	})
 	return info, err

@@ -4,11 +4,11 @@
 // from the page, and a dead node is removed and added back.
 "use strict";
 const { test, expect } = require("@playwright/test");
-const { spawn, spawnSync } = require("node:child_process");
+const { spawn } = require("node:child_process");
 const fs = require("node:fs");
 const os = require("node:os");
 const path = require("node:path");
-const { waitLive, shot, freePort, until } = require("./helpers");
+const { waitLive, shot, freePort, until, studioBinary } = require("./helpers");
 
 async function status(url) {
   const r = await fetch(url + "/admin/cluster/status", { signal: AbortSignal.timeout(1000) });
@@ -44,14 +44,7 @@ test.describe.serial("cluster page on a three-node cluster", () => {
 
   test.beforeAll(async () => {
     test.setTimeout(120_000);
-    const prebuilt = process.env.ROOKERY_BIN;
-    if (prebuilt && fs.existsSync(prebuilt)) {
-      bin = prebuilt;
-    } else {
-      bin = path.join(tmp, "studio");
-      const build = spawnSync("go", ["build", "-o", bin, "./cmd/studio"], { cwd: path.resolve(__dirname, "..", ".."), stdio: "inherit" });
-      if (build.status !== 0) throw new Error("go build failed");
-    }
+    bin = studioBinary(tmp);
     for (const tag of ["A", "B", "C"]) {
       const hp = await freePort();
       const rp = await freePort();

@@ -5,12 +5,12 @@
 // through, the versions meet, and both nodes hold the conflict.
 "use strict";
 const { test, expect } = require("@playwright/test");
-const { spawn, spawnSync } = require("node:child_process");
+const { spawn } = require("node:child_process");
 const fs = require("node:fs");
 const net = require("node:net");
 const os = require("node:os");
 const path = require("node:path");
-const { waitLive, shot, freePort, until } = require("./helpers");
+const { waitLive, shot, freePort, until, studioBinary } = require("./helpers");
 
 // A TCP proxy to 127.0.0.1:target that refuses connections while cut and
 // drops the open ones when cut again.
@@ -102,14 +102,7 @@ test.describe.serial("conflict pages on a conflict between two nodes", () => {
 
   test.beforeAll(async () => {
     test.setTimeout(120_000);
-    const prebuilt = process.env.ROOKERY_BIN;
-    if (prebuilt && fs.existsSync(prebuilt)) {
-      bin = prebuilt;
-    } else {
-      bin = path.join(tmp, "studio");
-      const build = spawnSync("go", ["build", "-o", bin, "./cmd/studio"], { cwd: path.resolve(__dirname, "..", ".."), stdio: "inherit" });
-      if (build.status !== 0) throw new Error("go build failed");
-    }
+    bin = studioBinary(tmp);
     for (const tag of ["A", "B"]) {
       const hp = await freePort();
       const rp = await freePort();

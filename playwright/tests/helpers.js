@@ -2,7 +2,9 @@
 // own uniquely named database, created and filled through the HTTP API the
 // clients use.
 "use strict";
+const fs = require("node:fs");
 const net = require("node:net");
+const { spawnSync } = require("node:child_process");
 const path = require("node:path");
 const { expect } = require("@playwright/test");
 
@@ -80,4 +82,15 @@ async function until(what, fn, ms) {
   throw new Error("timed out waiting for " + what + (last ? ": " + last.message : ""));
 }
 
-module.exports = { api, base, uniqueName, createDatabase, deleteDatabase, putDocs, waitLive, shot, freePort, until };
+// studioBinary is the server binary for specs that start their own nodes:
+// ROOKERY_BIN (set by the global setup), or one built into dir.
+function studioBinary(dir) {
+  const prebuilt = process.env.ROOKERY_BIN;
+  if (prebuilt && fs.existsSync(prebuilt)) return prebuilt;
+  const bin = path.join(dir, "studio");
+  const build = spawnSync("go", ["build", "-o", bin, "./cmd/studio"], { cwd: path.resolve(__dirname, "..", ".."), stdio: "inherit" });
+  if (build.status !== 0) throw new Error("go build failed");
+  return bin;
+}
+
+module.exports = { api, base, uniqueName, createDatabase, deleteDatabase, putDocs, waitLive, shot, freePort, until, studioBinary };

@@ -4,12 +4,12 @@
 // reached directly.
 "use strict";
 const { test, expect } = require("@playwright/test");
-const { spawn, spawnSync } = require("node:child_process");
+const { spawn } = require("node:child_process");
 const fs = require("node:fs");
 const net = require("node:net");
 const os = require("node:os");
 const path = require("node:path");
-const { waitLive, shot, freePort, until } = require("./helpers");
+const { waitLive, shot, freePort, until, studioBinary } = require("./helpers");
 
 // cutProxy forwards TCP connections to a target port until cut: cutting
 // destroys the open connections and refuses new ones until healed.
@@ -92,14 +92,7 @@ test.describe.serial("replication page on a three-node cluster", () => {
 
   test.beforeAll(async () => {
     test.setTimeout(120_000);
-    const prebuilt = process.env.ROOKERY_BIN;
-    if (prebuilt && fs.existsSync(prebuilt)) {
-      bin = prebuilt;
-    } else {
-      bin = path.join(tmp, "studio");
-      const build = spawnSync("go", ["build", "-o", bin, "./cmd/studio"], { cwd: path.resolve(__dirname, "..", ".."), stdio: "inherit" });
-      if (build.status !== 0) throw new Error("go build failed");
-    }
+    bin = studioBinary(tmp);
     for (const tag of ["A", "B", "C"]) {
       const hp = await freePort();
       const rp = await freePort();

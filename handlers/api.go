@@ -19,6 +19,7 @@ import (
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
+	"github.com/rookerydb/rookery/backend/subscriptions"
 )
 
 // ServerVersion is what Rookery reports in Raven-Server-Version: the RavenDB
@@ -36,6 +37,8 @@ type API struct {
 	Activity *activity.Tracker
 	// Conflicts runs bulk resolutions and previews.
 	Conflicts *conflicts.Manager
+	// Subscriptions runs the subscription workers and their monitor.
+	Subscriptions *subscriptions.Manager
 }
 
 // idents takes identities through the cluster's log.
@@ -77,6 +80,8 @@ func (a *API) Register(e *echo.Echo) {
 	g.GET("/healthcheck", a.healthcheck)
 	a.registerConflicts(e, g)
 	a.registerSubscriptions(g)
+	e.GET("/info/remote-task/tcp", a.remoteTaskTCP)
+	g.GET("/info/tcp", a.legacyTCPInfo)
 }
 
 // db resolves the :db path parameter.

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,13 +11,17 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/backend/subscriptions"
 )
 
-// registerSubscriptions adds the subscription definition endpoints the npm
-// client uses (protocol reference §7.1–7.2). Workers come later.
+// registerSubscriptions adds the subscription endpoints: those the npm
+// client uses (protocol reference §7.1–7.2), RavenDB's task toggle, and
+// Rookery's monitor, test query and bulk disable. Workers connect over TCP
+// (web/subscription_tcp.go); /info/remote-task/tcp tells them where.
 func (a *API) registerSubscriptions(g *echo.Group) {
 	g.PUT("/subscriptions", a.createSubscription)
 	g.GET("/subscriptions", a.listSubscriptions)
@@ -24,6 +29,15 @@ func (a *API) registerSubscriptions(g *echo.Group) {
 	g.DELETE("/subscriptions", a.deleteSubscription)
 	g.POST("/subscriptions/drop", a.dropSubscriptionConnections)
 	g.POST("/subscriptions/update", a.updateSubscription)
+	g.GET("/subscriptions/connection-details", a.subscriptionConnectionDetails)
+	g.POST("/subscriptions/try", a.trySubscription)
+	g.POST("/subscriptions/enable", a.enableSubscription)
+	g.POST("/subscriptions/disable", a.disableSubscription)
+	g.POST("/subscriptions/disable-flagged", a.disableFlaggedSubscriptions)
+	g.GET("/subscriptions/monitor", a.subscriptionMonitor)
+	g.GET("/subscriptions/monitor/thresholds", a.subscriptionThresholds)
+	g.PUT("/subscriptions/monitor/thresholds", a.setSubscriptionThresholds)
+	g.POST("/admin/tasks/state", a.toggleTask)
 }
 
 func readSubscriptionOptions(c echo.Context) (subscriptions.Options, error) {
@@ -47,16 +61,47 @@ func (a *API) createSubscription(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if def.Start, err = resolveStart(c.Request().Context(), db, def); err != nil {
+		return err
+	}
 	raw, _ := json.Marshal(def)
 	res, err := a.Cluster.CreateSubscription(c.Request().Context(), db.Name(), strings.TrimSpace(o.Name), raw)
+	if err == nil && def.Start != subscriptions.BeginningOfTime {
+		// The starting point is the first progress.
+		_, err = a.Cluster.SubscriptionProgress(c.Request().Context(), db.Name(), nameOr(o.Name, res.Value), nil, subscriptions.InitialProgress(def.Start, 0).Raw())
+	}
 	if err != nil {
 		return err
 	}
-	name := strings.TrimSpace(o.Name)
-	if name == "" {
-		name = strconv.FormatInt(res.Value, 10)
+	return writeJSON(c, http.StatusCreated, map[string]any{"Name": nameOr(o.Name, res.Value), "RaftCommandIndex": res.Index})
+}
+
+// nameOr is a subscription's name: the one given, or its id.
+func nameOr(name string, id int64) string {
+	if name = strings.TrimSpace(name); name != "" {
+		return name
 	}
-	return writeJSON(c, http.StatusCreated, map[string]any{"Name": name, "RaftCommandIndex": res.Index})
+	return strconv.FormatInt(id, 10)
+}
+
+// resolveStart turns LastDocument into the change vector of the
+// collection's newest document on this copy (the subscription starts after
+// it); a literal change vector must parse.
+func resolveStart(ctx context.Context, db *storage.DB, def subscriptions.Definition) (string, error) {
+	switch def.Start {
+	case subscriptions.BeginningOfTime:
+		return def.Start, nil
+	case subscriptions.LastDocument:
+		last, err := db.CollectionLastEtag(ctx, def.Collection)
+		if err != nil {
+			return "", err
+		}
+		return subscriptions.Progress{}.Advanced(db.NodeTag(), db.DatabaseID(), last).Vector, nil
+	}
+	if _, err := changevector.Parse(def.Start); err != nil {
+		return "", dberr.New(dberr.BadRequest, "ChangeVector must be BeginningOfTime, LastDocument, DoNotChange or a change vector: %v", err)
+	}
+	return def.Start, nil
 }
 
 // findSubscription finds a subscription by name, or by id when the name is
@@ -89,7 +134,7 @@ func (a *API) listSubscriptions(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		out = append(out, subscriptions.StateOf(s.ID, s.Name, d))
+		out = append(out, a.stateOf(db.Name(), s, d))
 	}
 	return writeJSON(c, http.StatusOK, map[string]any{"Results": out})
 }
@@ -106,7 +151,11 @@ func (a *API) subscriptionState(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(c, http.StatusOK, subscriptions.StateOf(s.ID, s.Name, d))
+	return writeJSON(c, http.StatusOK, a.stateOf(db.Name(), s, d))
+}
+
+func (a *API) stateOf(db string, s cluster.Subscription, d subscriptions.Definition) subscriptions.State {
+	return subscriptions.StateOf(s.ID, s.Name, d, subscriptions.ParseProgress(s.Progress), a.Subscriptions.LastConnection(db, s.Name))
 }
 
 func (a *API) deleteSubscription(c echo.Context) error {
@@ -124,16 +173,18 @@ func (a *API) deleteSubscription(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-// dropSubscriptionConnections answers for an existing subscription; until
-// workers arrive there are no connections to drop.
+// dropSubscriptionConnections disconnects a subscription's worker; the
+// worker is told it was dropped and does not reconnect.
 func (a *API) dropSubscriptionConnections(c echo.Context) error {
 	db, name, err := a.dbParam(c, "name")
 	if err != nil {
 		return err
 	}
-	if _, _, err := a.findSubscription(db.Name(), name, nil); err != nil {
+	s, _, err := a.findSubscription(db.Name(), name, nil)
+	if err != nil {
 		return err
 	}
+	a.Subscriptions.Drop(db.Name(), s.Name)
 	return c.NoContent(http.StatusNoContent)
 }
 
@@ -153,8 +204,21 @@ func (a *API) updateSubscription(c echo.Context) error {
 	if d, err = d.Update(o); err != nil {
 		return err
 	}
+	var progress json.RawMessage
+	if o.ChangeVector != nil && *o.ChangeVector != "" && *o.ChangeVector != subscriptions.DoNotChange {
+		// A new starting point: the progress starts over from it.
+		if d.Start, err = resolveStart(c.Request().Context(), db, d); err != nil {
+			return err
+		}
+		old := subscriptions.ParseProgress(found.Progress)
+		next := subscriptions.InitialProgress(d.Start, old.Rewinds)
+		if next.Etag(db.DatabaseID()) < old.Etag(db.DatabaseID()) {
+			next.Rewinds++ // moved back: the monitor shows it
+		}
+		progress = next.Raw()
+	}
 	raw, _ := json.Marshal(d)
-	res, err := a.Cluster.UpdateSubscription(c.Request().Context(), db.Name(), found.Name, raw)
+	res, err := a.Cluster.UpdateSubscription(c.Request().Context(), db.Name(), found.Name, raw, progress)
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/metrics"
 	"github.com/rookerydb/rookery/backend/storage"
+	"github.com/rookerydb/rookery/backend/subscriptions"
 	"github.com/rookerydb/rookery/handlers"
 	"github.com/rookerydb/rookery/static"
 )
@@ -97,6 +98,11 @@ type Server struct {
 	repl       replicator
 	resolver   *conflicts.Auto
 	bulk       *conflicts.Manager
+	subs       *subscriptions.Manager
+	subStop    context.Context
+	subCancel  context.CancelFunc
+	subConns   subscriptionConns
+	subRecon   chan struct{}
 }
 
 // resolutionFailed raises an alert when an automatic resolution (a script)
@@ -177,12 +183,23 @@ func New(cfg Config) (*Server, error) {
 	engine := conflicts.NewEngine(cfg.Logger)
 	s.resolver = &conflicts.Auto{Engine: engine, Settings: s.cluster, NodeTag: cfg.NodeTag, OnError: s.resolutionFailed}
 	s.bulk = conflicts.NewManager(engine, s.resolver)
-	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk}
+	s.subs = subscriptions.NewManager(s.cluster, func(name string) (subscriptions.DB, error) {
+		db, err := cat.Get(name)
+		if err != nil {
+			return nil, err
+		}
+		return db, nil
+	}, cfg.NodeTag, cfg.Logger)
+	s.subStop, s.subCancel = context.WithCancel(context.Background())
+	s.subRecon = make(chan struct{}, 1)
+	s.reg.MustRegister(subscriptionCollector{s})
+	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs}
 	api.Register(e)
 	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}}
 	s.studio.Register(e)
 	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
 	s.bulk.OnChange = s.hub.Notify
+	s.subs.OnChange = s.hub.Notify
 	e.GET("/studio/live", s.hub.Serve)
 	e.GET("/databases/:db/replication", s.serveReplication)
 	e.GET("/databases/:db/replication/stats", s.replicationStats)
@@ -228,12 +245,19 @@ func (s *Server) watch() {
 		s.hub.Notify("")
 	})
 	s.alerts.OnChange(func() { s.hub.Notify("") })
-	s.cluster.OnChange(func() { s.hub.Notify("") })
+	s.cluster.OnChange(func() {
+		s.hub.Notify("")
+		select {
+		case s.subRecon <- struct{}{}:
+		default:
+		}
+	})
 	s.activity.OnHiLo(s.hub.Notify)
 	s.stop, s.stopped = make(chan struct{}), make(chan struct{})
 	s.reconciled = make(chan struct{})
 	go s.tick()
 	go s.reconcile()
+	go s.reconcileSubscriptions()
 }
 
 func (s *Server) watchDB(db *storage.DB) {
@@ -241,6 +265,7 @@ func (s *Server) watchDB(db *storage.DB) {
 	db.SetResolver(s.resolver)
 	s.commitLog(db)
 	db.OnCommit(func([]storage.Change) {
+		s.subs.Notify(name)
 		s.hub.Notify(name)
 		s.wakeSenders(db)
 	})
@@ -257,6 +282,7 @@ func (s *Server) tick() {
 		case <-t.C:
 		}
 		s.sampleReplication() // before the pages that chart it are woken
+		s.subs.Sample(context.Background(), s.catalog.Names())
 		for _, db := range s.catalog.All() {
 			s.activity.Sample(db.Name(), db.Writes())
 			s.hub.Tick(db.Name())
@@ -280,7 +306,8 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	s.ready.Store(true)
 	s.log.Info("rookery node serving", "url", s.URL(), "node_tag", s.cfg.NodeTag, "data_dir", s.cfg.DataDir)
-	err := s.http.Serve(l)
+	// Subscription workers connect to the same port (their first byte is '{').
+	err := s.http.Serve(newSniffListener(l, s.serveSubscriptionConn))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -295,6 +322,7 @@ func (s *Server) URL() string { return *s.url.Load() }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
 	s.stopReplication()
+	s.stopSubscriptions()
 	err := s.http.Shutdown(ctx)
 	s.stopTicker()
 	return errors.Join(err, s.cluster.Shutdown(), s.catalog.Close())
@@ -314,6 +342,7 @@ func (s *Server) stopTicker() {
 // served).
 func (s *Server) Close() error {
 	s.stopReplication()
+	s.stopSubscriptions()
 	s.stopTicker()
 	return errors.Join(s.cluster.Shutdown(), s.catalog.Close())
 }

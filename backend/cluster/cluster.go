@@ -280,6 +280,8 @@ func resultErr(r Result) error {
 		return &dberr.Error{Kind: dberr.DatabaseMissing, Msg: r.Err}
 	case "not_found":
 		return dberr.New(dberr.NotFound, "%s", r.Err)
+	case "conflict":
+		return dberr.New(dberr.Concurrency, "%s", r.Err)
 	}
 	return dberr.New(dberr.BadRequest, "%s", r.Err)
 }
@@ -489,9 +491,16 @@ func (c *Cluster) CreateSubscription(ctx context.Context, db, name string, data 
 	return c.applyAndWait(ctx, Command{Op: opSubCreate, Name: db, Key: name, Setting: data})
 }
 
-// UpdateSubscription replaces a subscription's definition and progress.
-func (c *Cluster) UpdateSubscription(ctx context.Context, db, name string, data json.RawMessage) (Result, error) {
-	return c.applyAndWait(ctx, Command{Op: opSubUpdate, Name: db, Key: name, Setting: data})
+// UpdateSubscription replaces a subscription's definition. With a non-nil
+// progress it also replaces the progress (a new starting point).
+func (c *Cluster) UpdateSubscription(ctx context.Context, db, name string, data, progress json.RawMessage) (Result, error) {
+	return c.applyAndWait(ctx, Command{Op: opSubUpdate, Name: db, Key: name, Setting: data, Force: progress != nil, Expect: progress})
+}
+
+// SubscriptionProgress moves a subscription's progress from expect to next;
+// a progress that is no longer expect is a "conflict" kind error.
+func (c *Cluster) SubscriptionProgress(ctx context.Context, db, name string, expect, next json.RawMessage) (Result, error) {
+	return c.applyAndWait(ctx, Command{Op: opSubProgress, Name: db, Key: name, Expect: expect, Setting: next})
 }
 
 // DeleteSubscription removes a subscription.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -57,6 +58,9 @@ type Subscription struct {
 	Name     string
 	ID       int64
 	Data     json.RawMessage
+	// Progress is where delivery stands, written by acknowledgements with
+	// a compare-and-set so two nodes or workers cannot both move it.
+	Progress json.RawMessage `json:",omitempty"`
 }
 
 func subscriptionKey(db, name string) string {
@@ -77,6 +81,7 @@ const (
 	opSubCreate      = "subscription_create"
 	opSubUpdate      = "subscription_update"
 	opSubDelete      = "subscription_delete"
+	opSubProgress    = "subscription_progress"
 )
 
 // Command is one log entry.
@@ -92,6 +97,8 @@ type Command struct {
 	Force    bool            `json:",omitempty"`
 	Key      string          `json:",omitempty"` // set_setting
 	Setting  json.RawMessage `json:",omitempty"` // set_setting; null removes
+	Expect   json.RawMessage `json:",omitempty"` // subscription_progress: the progress it replaces
+	Keys     []string        `json:",omitempty"` // subscription_update: several at once
 }
 
 // Result is what applying a command returned.
@@ -236,6 +243,21 @@ func (f *fsm) apply(c *Command, index uint64) Result {
 		}
 		cp := *sub
 		cp.Data = append(json.RawMessage(nil), c.Setting...)
+		if c.Force { // a new starting point: the progress starts over
+			cp.Progress = append(json.RawMessage(nil), c.Expect...)
+		}
+		st.Subscriptions[subscriptionKey(c.Name, c.Key)] = &cp
+		return Result{Value: sub.ID}
+	case opSubProgress:
+		sub, ok := st.Subscriptions[subscriptionKey(c.Name, c.Key)]
+		if !ok {
+			return Result{Err: "Subscription '" + c.Key + "' does not exist.", Kind: "not_found"}
+		}
+		if !bytes.Equal(sub.Progress, c.Expect) {
+			return Result{Err: "Subscription '" + c.Key + "' moved on since this batch was read.", Kind: "conflict"}
+		}
+		cp := *sub
+		cp.Progress = append(json.RawMessage(nil), c.Setting...)
 		st.Subscriptions[subscriptionKey(c.Name, c.Key)] = &cp
 		return Result{Value: sub.ID}
 	case opSubDelete:

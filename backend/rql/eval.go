@@ -293,3 +293,40 @@ func eval(e Expr, doc Doc, params map[string]any) (bool, error) {
 	}
 	return false, fmt.Errorf("unknown expression %T", e)
 }
+
+// Values returns the values at a path in doc: none when it is missing,
+// several when it fans out over an array.
+func (p Path) Values(doc Doc) []any { return values(p, doc) }
+
+// Project applies the query's select list to doc: each field under its
+// alias (or its last path segment), a single value as itself and a fan-out
+// as an array. It returns nil when the query has no select.
+func (q *Query) Project(doc Doc) map[string]any {
+	if len(q.Select) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(q.Select))
+	for _, pr := range q.Select {
+		if pr.Func != "" {
+			continue // key() and count() belong to grouped index queries
+		}
+		name := pr.As
+		if name == "" {
+			if pr.Field.ID {
+				name = "Id"
+			} else if n := len(pr.Field.Segments); n > 0 {
+				name = strings.TrimSuffix(pr.Field.Segments[n-1], "[]")
+			}
+		}
+		vs := values(pr.Field, doc)
+		switch {
+		case len(vs) == 0:
+			out[name] = nil
+		case len(vs) == 1 && !strings.HasSuffix(pr.Field.String(), "[]"):
+			out[name] = vs[0]
+		default:
+			out[name] = vs
+		}
+	}
+	return out
+}

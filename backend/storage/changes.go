@@ -54,6 +54,7 @@ func (db *DB) ScanChangesAfter(ctx context.Context, after int64, limit, maxBytes
 		it.Unordered = flags&flagUnordered != 0
 		it.LastModified = time.Unix(0, lm).UTC()
 		it.Body = body
+		db.reads.Add(1)
 		if err := fn(&it); err != nil {
 			return err
 		}

@@ -71,6 +71,7 @@ type DB struct {
 	wstmts map[string]*sql.Stmt // prepared once on the writer connection
 	rget   *sql.Stmt            // point read on the read pool
 	rscan  *sql.Stmt            // ChangesAfter's read on the read pool
+	rcoll  *sql.Stmt            // ScanCollection's read on the read pool
 
 	reqs    chan *writeReq
 	closeMu sync.RWMutex
@@ -86,6 +87,7 @@ type DB struct {
 	idNumbers   map[string]map[string]*IDNumbers // by prefix, then suffix
 	lastWrite   time.Time
 	writes      atomic.Int64 // documents written since open
+	reads       atomic.Int64 // documents read since open (all readers)
 	// conflicted is set once the file holds a conflict (a cheap guard for
 	// loads of missing ids).
 	conflicted atomic.Bool
@@ -302,7 +304,10 @@ func (db *DB) prepare() error {
 	if db.rget, err = db.reader.Prepare(sqlGetDoc); err != nil {
 		return err
 	}
-	db.rscan, err = db.reader.Prepare(sqlChangesAfter)
+	if db.rscan, err = db.reader.Prepare(sqlChangesAfter); err != nil {
+		return err
+	}
+	db.rcoll, err = db.reader.Prepare(sqlCollectionAfter)
 	return err
 }
 
@@ -385,6 +390,9 @@ func (db *DB) Close() error {
 	}
 	if db.rscan != nil {
 		db.rscan.Close()
+	}
+	if db.rcoll != nil {
+		db.rcoll.Close()
 	}
 	err := errors.Join(db.reader.Close(), db.writer.Close())
 	return err

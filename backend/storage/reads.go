@@ -15,6 +15,9 @@ func (db *DB) Get(ctx context.Context, id string) (*Document, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
+	if err == nil {
+		db.reads.Add(1)
+	}
 	return d, err
 }
 
@@ -41,6 +44,7 @@ func (db *DB) GetMany(ctx context.Context, ids []string) ([]*Document, error) {
 			return nil, err
 		}
 		out[i] = d
+		db.reads.Add(1)
 	}
 	return out, nil
 }
@@ -59,7 +63,7 @@ func (db *DB) StartsWith(ctx context.Context, prefix string, start, pageSize int
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows)
+	return db.collect(rows)
 }
 
 // Recent pages through documents from the most recently written.
@@ -68,10 +72,10 @@ func (db *DB) Recent(ctx context.Context, start, pageSize int) ([]*Document, err
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows)
+	return db.collect(rows)
 }
 
-func collect(rows *sql.Rows) ([]*Document, error) {
+func (db *DB) collect(rows *sql.Rows) ([]*Document, error) {
 	defer rows.Close()
 	var out []*Document
 	for rows.Next() {
@@ -81,6 +85,7 @@ func collect(rows *sql.Rows) ([]*Document, error) {
 		}
 		out = append(out, d)
 	}
+	db.reads.Add(int64(len(out)))
 	return out, rows.Err()
 }
 
@@ -159,7 +164,7 @@ func (db *DB) PageByEtag(ctx context.Context, collection string, before int64, l
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows)
+	return db.collect(rows)
 }
 
 // PageByID is keyset paging in id order over ids starting with prefix, after
@@ -191,5 +196,5 @@ func (db *DB) PageByID(ctx context.Context, prefix, collection, after string, li
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows)
+	return db.collect(rows)
 }

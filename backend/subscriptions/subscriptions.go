@@ -23,19 +23,15 @@ const (
 type Definition struct {
 	Query      string
 	Collection string // from the query
-	// Start is where delivery begins: BeginningOfTime, LastDocument or a
-	// change vector.
-	Start string
-	// Position is the change vector of the last acknowledged batch ("":
-	// nothing acknowledged yet).
-	Position                       string `json:",omitempty"`
+	// Start is where delivery began: BeginningOfTime or a change vector
+	// (LastDocument is resolved to the collection's last document when the
+	// subscription is created). The progress lives beside the definition.
+	Start                          string
 	Disabled                       bool   `json:",omitempty"`
 	MentorNode                     string `json:",omitempty"`
 	PinToMentorNode                bool   `json:",omitempty"`
 	ArchivedDataProcessingBehavior string `json:",omitempty"`
 	Created                        time.Time
-	LastClientConnectionTime       *time.Time `json:",omitempty"`
-	LastBatchAckTime               *time.Time `json:",omitempty"`
 }
 
 // Options is the body of a create or update request
@@ -96,7 +92,7 @@ func (d Definition) Update(o Options) (Definition, error) {
 		d.Query, d.Collection = o.Query, coll
 	}
 	if o.ChangeVector != nil && *o.ChangeVector != DoNotChange && *o.ChangeVector != "" {
-		d.Start, d.Position = *o.ChangeVector, ""
+		d.Start = *o.ChangeVector
 	}
 	d.Disabled = o.Disabled
 	if o.MentorNode != "" {
@@ -128,17 +124,18 @@ type State struct {
 	ArchivedDataProcessingBehavior        string
 }
 
-// StateOf renders a definition for the clients.
-func StateOf(id int64, name string, d Definition) State {
+// StateOf renders a definition and its progress for the clients;
+// lastConnection is the last time a worker connected (nil: never).
+func StateOf(id int64, name string, d Definition, p Progress, lastConnection *time.Time) State {
 	s := State{SubscriptionId: id, SubscriptionName: name, Query: d.Query, Disabled: d.Disabled,
-		LastClientConnectionTime: d.LastClientConnectionTime, LastBatchAckTime: d.LastBatchAckTime,
+		LastClientConnectionTime: lastConnection, LastBatchAckTime: p.AckAt,
 		PinToMentorNode: d.PinToMentorNode, ArchivedDataProcessingBehavior: d.ArchivedDataProcessingBehavior}
 	if s.ArchivedDataProcessingBehavior == "" {
 		s.ArchivedDataProcessingBehavior = "ExcludeArchived"
 	}
-	if d.Position != "" {
-		p := d.Position
-		s.ChangeVectorForNextBatchStartingPoint = &p
+	if p.Vector != "" {
+		v := p.Vector
+		s.ChangeVectorForNextBatchStartingPoint = &v
 	}
 	if d.MentorNode != "" {
 		m := d.MentorNode

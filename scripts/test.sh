@@ -42,6 +42,7 @@ for target in ./backend/batch ./backend/document ./backend/changevector ./backen
 	go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$FUZZTIME" "$target"
 done
 go test -run '^$' -fuzz '^FuzzDecodeBatch$' -fuzztime "$FUZZTIME" ./backend/replication
+go test -run '^$' -fuzz '^FuzzWorkerConnection$' -fuzztime "$FUZZTIME" ./web
 
 step "npm client compatibility suite (ravendb 7.2.2)"
 bash compat/run.sh

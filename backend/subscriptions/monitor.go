@@ -347,6 +347,11 @@ func (m *Manager) compute(ctx context.Context, dbName string) Report {
 		out = append(out, computed{st: st, pos: pos, back: b.backlog})
 	}
 
+	exists := make(map[string]bool, len(subs))
+	for _, sub := range subs {
+		exists[strings.ToLower(sub.Name)] = true
+	}
+	m.Forget(db.Name(), func(name string) bool { return exists[strings.ToLower(name)] })
 	m.mu.Lock()
 	mon := m.mon[strings.ToLower(dbName)]
 	if mon == nil {

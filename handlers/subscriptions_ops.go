@@ -208,15 +208,17 @@ func (a *API) toggleTask(c echo.Context) error {
 	if err != nil {
 		return dberr.New(dberr.BadRequest, "disable must be true or false")
 	}
+	// The npm client's enable(name)/disable(name) send key=undefined with
+	// taskName; a name wins over a key.
+	name := c.QueryParam("taskName")
 	var id *int64
-	if k := c.QueryParam("key"); k != "" {
+	if k := c.QueryParam("key"); k != "" && name == "" {
 		n, err := strconv.ParseInt(k, 10, 64)
 		if err != nil {
 			return dberr.New(dberr.BadRequest, "key must be a task id")
 		}
 		id = &n
 	}
-	name := c.QueryParam("taskName")
 	if name == "" && id == nil {
 		return dberr.New(dberr.BadRequest, "Give key or taskName")
 	}

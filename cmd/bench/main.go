@@ -59,6 +59,7 @@ type config struct {
 	lagRate     int             // replication lag: writes/s over 3 nodes (0 skips the section)
 	lagFor      time.Duration   // replication lag: how long to write
 	catchUp     int             // replication catch-up: documents written while the link is cut
+	subDocs     int             // documents delivered through a subscription (0 skips)
 	only        map[string]bool // sections to run; all when empty
 	dir         string
 }
@@ -78,6 +79,7 @@ func main() {
 	flag.IntVar(&c.lagRate, "lag-rate", 1000, "replication lag: writes/s round-robin over 3 nodes (0 skips the lag measurement)")
 	flag.DurationVar(&c.lagFor, "lag-for", 10*time.Second, "replication lag: how long to write (0 skips the lag measurement)")
 	flag.IntVar(&c.catchUp, "catchup-docs", 100_000, "replication catch-up: documents written while the destination is cut off (0 skips it)")
+	flag.IntVar(&c.subDocs, "subscription-docs", 100_000, "documents delivered to one subscription worker per round (0 skips)")
 	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	only := flag.String("only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
@@ -96,16 +98,17 @@ func main() {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		quickDefaults := map[string]func(){
-			"docs":             func() { c.docs = 5000 },
-			"rounds":           func() { c.rounds = 1 },
-			"hilo-ids":         func() { c.hiloIDs = 100_000 },
-			"identity-single":  func() { c.identSingle = 200 },
-			"identity-batched": func() { c.identBatch = 2000 },
-			"probe-n":          func() { *probes = "1000,10000" },
-			"studio-docs":      func() { c.studioDocs = 20_000 },
-			"conflicts":        func() { c.conflicts = 5000 },
-			"lag-for":          func() { c.lagFor = 2 * time.Second },
-			"catchup-docs":     func() { c.catchUp = 10_000 },
+			"docs":              func() { c.docs = 5000 },
+			"rounds":            func() { c.rounds = 1 },
+			"hilo-ids":          func() { c.hiloIDs = 100_000 },
+			"identity-single":   func() { c.identSingle = 200 },
+			"identity-batched":  func() { c.identBatch = 2000 },
+			"probe-n":           func() { *probes = "1000,10000" },
+			"studio-docs":       func() { c.studioDocs = 20_000 },
+			"conflicts":         func() { c.conflicts = 5000 },
+			"lag-for":           func() { c.lagFor = 2 * time.Second },
+			"catchup-docs":      func() { c.catchUp = 10_000 },
+			"subscription-docs": func() { c.subDocs = 10_000 },
 		}
 		for name, apply := range quickDefaults {
 			if !set[name] {
@@ -142,7 +145,7 @@ func main() {
 }
 
 // sections are the report's parts, for -only.
-var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "studio", "conflicts", "probe"}
+var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "studio", "conflicts", "subscriptions", "probe"}
 
 // runs tells whether a section is part of this run.
 func (c config) runs(section string) bool { return len(c.only) == 0 || c.only[section] }
@@ -214,6 +217,13 @@ func run(c config, out io.Writer) error {
 	if c.conflicts > 0 && c.runs("conflicts") {
 		fmt.Fprintf(out, "\n## Conflict resolution, %d conflicted documents (storage engine, no HTTP)\n", c.conflicts)
 		if err := conflictBench(out, c.dir, c.conflicts); err != nil {
+			return err
+		}
+	}
+
+	if c.subDocs > 0 && c.runs("subscriptions") {
+		fmt.Fprintf(out, "\n## Subscription delivery, %d documents to one worker (Go client, TCP worker protocol, loopback, batches of 4096), %d rounds\n", c.subDocs, c.rounds)
+		if err := subscriptionDelivery(out, c.dir, c.subDocs, c.rounds); err != nil {
 			return err
 		}
 	}

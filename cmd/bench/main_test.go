@@ -13,13 +13,14 @@ import (
 func TestBenchSmoke(t *testing.T) {
 	var out bytes.Buffer
 	c := config{docs: 2000, batch: 500, rounds: 2, studioDocs: 3000, hiloIDs: 20_000, identSingle: 20, identBatch: 200, probeNs: []int{100, 5000}, conflicts: 1000, dir: t.TempDir(),
-		lagRate: 300, lagFor: time.Second, catchUp: 3000}
+		lagRate: 300, lagFor: time.Second, catchUp: 3000, subDocs: 3000}
 	if err := run(c, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	s := out.String()
 	for _, want := range []string{"raw SQLite ceiling", "slowest page p50", "3 nodes, batched identities", "HTTP bulk_docs, 4 clients", "hilo/next requests", "batched (100 identity PUTs", "N=5000", "resolved on arrival (latest), 1000 conflicts", "bulk resolution (latest), 1000 stored conflicts",
-		"replication lag (201 on origin to commit on other node)", "baseline, local write ack", "catch-up on B after healing", "baseline, local bulk insert on A"} {
+		"replication lag (201 on origin to commit on other node)", "baseline, local write ack", "catch-up on B after healing", "baseline, local bulk insert on A",
+		"raw etag scan of the collection (ceiling)", "delivery to one worker, from Users", "delivery to one worker, with a where clause"} {
 		if !bytes.Contains(out.Bytes(), []byte(want)) {
 			t.Fatalf("report lacks %q:\n%s", want, s)
 		}

@@ -1,0 +1,483 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Worker strategies: what a worker does when another worker holds the
+// subscription.
+const (
+	// OpenIfFree fails with ErrSubscriptionInUse (the default).
+	OpenIfFree = "OpenIfFree"
+	// TakeOver disconnects the other worker, which ends with
+	// ErrSubscriptionInUse.
+	TakeOver = "TakeOver"
+	// WaitForFree waits until the other worker disconnects.
+	WaitForFree = "WaitForFree"
+)
+
+// WorkerOptions configure a subscription worker.
+type WorkerOptions struct {
+	// Name is the subscription's name.
+	Name string
+	// Strategy is OpenIfFree (default), TakeOver or WaitForFree.
+	Strategy string
+	// MaxDocsPerBatch bounds a batch; default 4096.
+	MaxDocsPerBatch int
+	// CloseWhenNoDocsLeft makes Run return nil once every document was
+	// processed, instead of waiting for new ones.
+	CloseWhenNoDocsLeft bool
+	// RetryDelay is the wait before reconnecting after a network error or
+	// a reconnectable close; default 5 s.
+	RetryDelay time.Duration
+	// OnError, if set, is told each error the worker recovers from by
+	// reconnecting (network errors, server errors, reconnect requests).
+	OnError func(error)
+	// OnAcknowledged, if set, is called with each batch after the server
+	// confirmed its acknowledgement (the subscription moved past it).
+	OnAcknowledged func(*Batch)
+}
+
+// Worker processes a subscription's documents in batches. Make it with
+// Subscriptions.GetWorker and start it with Run.
+type Worker struct {
+	store   *DocumentStore
+	opts    WorkerOptions
+	running atomic.Bool
+
+	// Test hooks: afterOptions gets each connection once the options were
+	// sent, afterAck once an acknowledgement was sent on it.
+	afterOptions func(net.Conn)
+	afterAck     func(net.Conn)
+}
+
+// Batch is what the worker hands to its handler: documents in the order
+// the server sent them (etag order), and the documents the query includes.
+type Batch struct {
+	Items []BatchItem
+	// Includes holds the included documents (with @metadata), by id, when
+	// the subscription query has an include clause.
+	Includes map[string]json.RawMessage
+}
+
+// BatchItem is one document of a batch.
+type BatchItem struct {
+	ID           string
+	ChangeVector string
+	// Raw is the document as the server sent it, @metadata included.
+	Raw      json.RawMessage
+	Metadata map[string]any
+	// Exception is set when the server could not process this document
+	// (e.g. the query failed on it); Raw then holds only its metadata.
+	Exception string
+
+	types *typeCache
+}
+
+// Decode unmarshals the document into v, a pointer (to a struct, whose id
+// field is set by the store's conventions, or to a map, without
+// @metadata).
+func (it *BatchItem) Decode(v any) error {
+	if it.Exception != "" {
+		return fmt.Errorf("rookery: subscription document %q: %s", it.ID, it.Exception)
+	}
+	if err := json.Unmarshal(it.Raw, v); err != nil {
+		return fmt.Errorf("rookery: subscription document %q into %T: %w", it.ID, v, err)
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return nil
+	}
+	switch e := rv.Elem(); e.Kind() {
+	case reflect.Map:
+		if e.Type().Key().Kind() == reflect.String && !e.IsNil() {
+			e.SetMapIndex(reflect.ValueOf("@metadata").Convert(e.Type().Key()), reflect.Value{})
+		}
+	case reflect.Struct:
+		if it.types != nil {
+			setEntityID(rv, it.types.get(e.Type()), it.ID)
+		}
+	}
+	return nil
+}
+
+// GetWorker returns a worker for a subscription. It does no I/O; Run
+// connects.
+func (c *Subscriptions) GetWorker(o WorkerOptions) *Worker {
+	if o.Strategy == "" {
+		o.Strategy = OpenIfFree
+	}
+	if o.MaxDocsPerBatch <= 0 {
+		o.MaxDocsPerBatch = 4096
+	}
+	if o.RetryDelay <= 0 {
+		o.RetryDelay = 5 * time.Second
+	}
+	return &Worker{store: c.store, opts: o}
+}
+
+// Name is the subscription's name.
+func (w *Worker) Name() string { return w.opts.Name }
+
+// handlerError is an error the user's handler returned.
+type handlerError struct{ err error }
+
+func (e *handlerError) Error() string { return e.err.Error() }
+
+// Run connects to the subscription and calls handler with each batch, one
+// at a time. A batch is acknowledged when handler returns nil; the server
+// then moves past it. It runs until:
+//
+//   - ctx ends: the connection is closed at once, a batch in flight is not
+//     acknowledged (the server delivers it again), and Run returns
+//     ctx.Err() once handler has returned;
+//   - handler returns an error: the batch is not acknowledged and Run
+//     returns that error;
+//   - the server refuses or closes the subscription for good: Run returns
+//     a *SubscriptionError (errors.Is ErrSubscriptionNotFound,
+//     ErrSubscriptionInUse, ErrSubscriptionClosed, ErrSubscriptionInvalid),
+//     or *DatabaseDoesNotExistError;
+//   - CloseWhenNoDocsLeft is set and nothing is left: Run returns nil.
+//
+// Network errors, server errors and reconnect requests (Closed with
+// CanReconnect, ConcurrencyReconnect) make it connect again after
+// RetryDelay, as often as needed. Delivery is at least once: a batch whose
+// acknowledgement did not reach the server is delivered again. Run may not
+// be called again while it runs.
+func (w *Worker) Run(ctx context.Context, handler func(ctx context.Context, b *Batch) error) error {
+	if handler == nil {
+		return errors.New("rookery: Run needs a handler")
+	}
+	if w.opts.Name == "" {
+		return errors.New("rookery: the worker needs the subscription's name")
+	}
+	if !w.running.CompareAndSwap(false, true) {
+		return errors.New("rookery: the worker is already running")
+	}
+	defer w.running.Store(false)
+	if err := w.store.init(); err != nil {
+		return err
+	}
+	for {
+		err := w.connection(ctx, handler)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var he *handlerError
+		if errors.As(err, &he) {
+			return he.err
+		}
+		var se *SubscriptionError
+		var dm *DatabaseDoesNotExistError
+		switch {
+		case errors.As(err, &se):
+			if se.NoDocsLeft {
+				return nil
+			}
+			if !se.retryable() {
+				return se
+			}
+		case errors.As(err, &dm), errors.Is(err, ErrStoreClosed):
+			return err
+		}
+		if w.opts.OnError != nil {
+			w.opts.OnError(err)
+		}
+		t := time.NewTimer(w.opts.RetryDelay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// The Subscription TCP protocol version spoken (protocol reference §7.4).
+const subscriptionTCPVersion = 53000
+
+// subscriptionReadTimeout is how long the server may stay silent: it sends
+// heartbeats every few seconds, so a longer silence is a dead connection.
+const subscriptionReadTimeout = time.Minute
+
+// tcpInfo is the answer of GET /info/remote-task/tcp.
+type tcpInfo struct {
+	URL     string   `json:"Url"`
+	URLs    []string `json:"Urls"`
+	NodeTag string
+}
+
+// locate asks the database's nodes (with the executor's failover) where
+// the subscription's workers connect.
+func (w *Worker) locate(ctx context.Context) (*tcpInfo, error) {
+	e := w.store.executor
+	if err := e.ensureTopology(ctx); err != nil {
+		return nil, err
+	}
+	db := w.store.database
+	q := "database=" + url.QueryEscape(db) + "&remote-task=" + url.QueryEscape(w.opts.Name) +
+		"&tag=" + url.QueryEscape("Subscription/"+db) + "&verify-database=true"
+	resp, err := e.execute(ctx, &request{method: http.MethodGet, path: "/info/remote-task/tcp", query: q})
+	if err != nil {
+		return nil, err
+	}
+	if resp.status != http.StatusOK {
+		return nil, errorFromResponse(db, http.MethodGet, "/info/remote-task/tcp", resp.status, resp.header, resp.body)
+	}
+	var info tcpInfo
+	if err := json.Unmarshal(resp.body, &info); err != nil {
+		return nil, fmt.Errorf("rookery: GET /info/remote-task/tcp: %w", err)
+	}
+	return &info, nil
+}
+
+// dial connects to the first reachable address of info (Urls, then Url).
+func dial(ctx context.Context, info *tcpInfo) (net.Conn, error) {
+	var errs []error
+	seen := map[string]bool{}
+	for _, raw := range append(append([]string(nil), info.URLs...), info.URL) {
+		if raw == "" || seen[raw] {
+			continue
+		}
+		seen[raw] = true
+		u, err := url.Parse(raw)
+		if err != nil || u.Scheme != "tcp" || u.Port() == "" {
+			errs = append(errs, fmt.Errorf("rookery: unusable subscription address %q", raw))
+			continue
+		}
+		d := net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+		c, err := d.DialContext(ctx, "tcp", u.Host)
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return nil, errors.New("rookery: the server gave no subscription address")
+	}
+	return nil, errors.Join(errs...)
+}
+
+// deadlineReader extends the read deadline before every read, so a
+// connection stays alive as long as the server writes something
+// (heartbeats included) within the timeout.
+type deadlineReader struct {
+	c       net.Conn
+	timeout time.Duration
+}
+
+func (r deadlineReader) Read(p []byte) (int, error) {
+	_ = r.c.SetReadDeadline(time.Now().Add(r.timeout))
+	return r.c.Read(p)
+}
+
+func writeJSONMessage(c net.Conn, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(subscriptionReadTimeout))
+	_, err = c.Write(b)
+	return err
+}
+
+// serverMessage is any message of the server after the header response.
+type serverMessage struct {
+	Type      string
+	Status    string
+	Message   string
+	Exception string
+	Data      json.RawMessage
+	Includes  map[string]json.RawMessage
+}
+
+// statusError turns a ConnectionStatus other than Accepted into an error.
+func (w *Worker) statusError(m *serverMessage) *SubscriptionError {
+	se := &SubscriptionError{Name: w.opts.Name, Status: m.Status, Message: orDefault(m.Message, m.Exception)}
+	if len(m.Data) > 0 {
+		var d struct{ CanReconnect, NoDocsLeft bool }
+		if json.Unmarshal(m.Data, &d) == nil {
+			se.CanReconnect, se.NoDocsLeft = d.CanReconnect, d.NoDocsLeft
+		}
+	}
+	return se
+}
+
+// errorMessage turns {"Type":"Error"} into an error.
+func (w *Worker) errorMessage(m *serverMessage) error {
+	if strings.Contains(m.Exception, "DatabaseDoesNotExist") {
+		return &DatabaseDoesNotExistError{Database: w.store.database, Message: firstLine(m.Exception)}
+	}
+	return fmt.Errorf("rookery: subscription %q: server error: %s", w.opts.Name, firstLine(orDefault(m.Exception, m.Message)))
+}
+
+// timeSpan formats d as a .NET TimeSpan ("[d.]hh:mm:ss[.fffffff]").
+func timeSpan(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	days := d / (24 * time.Hour)
+	d -= days * 24 * time.Hour
+	h := d / time.Hour
+	d -= h * time.Hour
+	m := d / time.Minute
+	d -= m * time.Minute
+	s := d / time.Second
+	d -= s * time.Second
+	out := fmt.Sprintf("%02d:%02d:%02d", h, m, s)
+	if days > 0 {
+		out = fmt.Sprintf("%d.%s", days, out)
+	}
+	if d > 0 {
+		out += fmt.Sprintf(".%07d", d/100)
+	}
+	return out
+}
+
+// connection runs one connection: locate, connect, negotiate, then batches
+// until something ends it.
+func (w *Worker) connection(ctx context.Context, handler func(context.Context, *Batch) error) error {
+	info, err := w.locate(ctx)
+	if err != nil {
+		return err
+	}
+	conn, err := dial(ctx, info)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// Ending ctx closes the connection, whatever the worker is doing.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+
+	dec := json.NewDecoder(deadlineReader{c: conn, timeout: subscriptionReadTimeout})
+	db := w.store.database
+	if err := writeJSONMessage(conn, map[string]any{
+		"DatabaseName": db, "Operation": "Subscription", "OperationVersion": subscriptionTCPVersion,
+		"AuthorizeInfo": nil, "LicensedFeatures": map[string]bool{"dataCompression": false},
+	}); err != nil {
+		return err
+	}
+	var hr struct {
+		Status  string
+		Version int
+		Message string
+	}
+	if err := dec.Decode(&hr); err != nil {
+		return err
+	}
+	if hr.Status != "Ok" || hr.Version != subscriptionTCPVersion {
+		if hr.Status == "Ok" || hr.Status == "TcpVersionMismatch" {
+			// Say why before leaving, as RavenDB's clients do.
+			_ = writeJSONMessage(conn, map[string]any{"DatabaseName": db, "Operation": "Drop", "OperationVersion": subscriptionTCPVersion,
+				"Info": fmt.Sprintf("Couldn't agree on subscription tcp version: ours %d, theirs %d", subscriptionTCPVersion, hr.Version)})
+		}
+		return &SubscriptionError{Name: w.opts.Name, Status: orDefault(hr.Status, "TcpVersionMismatch"),
+			Message: orDefault(hr.Message, fmt.Sprintf("the server speaks subscription protocol version %d, this client %d", hr.Version, subscriptionTCPVersion))}
+	}
+	if err := writeJSONMessage(conn, map[string]any{
+		"SubscriptionName":                w.opts.Name,
+		"TimeToWaitBeforeConnectionRetry": timeSpan(w.opts.RetryDelay),
+		"IgnoreSubscriberErrors":          false,
+		"Strategy":                        w.opts.Strategy,
+		"MaxDocsPerBatch":                 w.opts.MaxDocsPerBatch,
+		"MaxErroneousPeriod":              "00:05:00",
+		"CloseWhenNoDocsLeft":             w.opts.CloseWhenNoDocsLeft,
+	}); err != nil {
+		return err
+	}
+	if w.afterOptions != nil {
+		w.afterOptions(conn)
+	}
+
+	// The connection status comes first (heartbeats aside).
+	var st serverMessage
+	if err := dec.Decode(&st); err != nil {
+		return err
+	}
+	switch {
+	case st.Type == "Error":
+		return w.errorMessage(&st)
+	case st.Type != "ConnectionStatus":
+		return fmt.Errorf("rookery: subscription %q: expected the connection status, got %q", w.opts.Name, st.Type)
+	case st.Status != "Accepted":
+		return w.statusError(&st)
+	}
+
+	var acked *Batch // acknowledged, waiting for Confirm
+	batch := &Batch{}
+	for {
+		var m serverMessage
+		if err := dec.Decode(&m); err != nil {
+			return err
+		}
+		switch m.Type {
+		case "Data":
+			batch.Items = append(batch.Items, w.item(&m))
+		case "Includes":
+			if batch.Includes == nil {
+				batch.Includes = map[string]json.RawMessage{}
+			}
+			for id, d := range m.Includes {
+				batch.Includes[id] = d
+			}
+		case "CounterIncludes", "TimeSeriesIncludes":
+			// Not supported by this client; the documents are still delivered.
+		case "EndOfBatch":
+			b := batch
+			batch = &Batch{}
+			if err := handler(ctx, b); err != nil {
+				return &handlerError{err}
+			}
+			if err := ctx.Err(); err != nil {
+				return err // not acknowledged: delivered again
+			}
+			if err := writeJSONMessage(conn, map[string]string{"Type": "Acknowledge"}); err != nil {
+				return err
+			}
+			acked = b
+			if w.afterAck != nil {
+				w.afterAck(conn)
+			}
+		case "Confirm":
+			if acked != nil && w.opts.OnAcknowledged != nil {
+				w.opts.OnAcknowledged(acked)
+			}
+			acked = nil
+		case "ConnectionStatus":
+			return w.statusError(&m)
+		case "Error":
+			return w.errorMessage(&m)
+		default:
+			return fmt.Errorf("rookery: subscription %q: unexpected message %q from the server", w.opts.Name, m.Type)
+		}
+	}
+}
+
+// item builds a batch item from a Data message.
+func (w *Worker) item(m *serverMessage) BatchItem {
+	it := BatchItem{Raw: m.Data, Exception: m.Exception, types: w.store.types}
+	var env struct {
+		Metadata map[string]any `json:"@metadata"`
+	}
+	if err := json.Unmarshal(m.Data, &env); err != nil && it.Exception == "" {
+		it.Exception = "the document is not a JSON object: " + err.Error()
+	}
+	if env.Metadata == nil {
+		env.Metadata = map[string]any{}
+	}
+	it.Metadata = env.Metadata
+	it.ID, _ = env.Metadata["@id"].(string)
+	it.ChangeVector, _ = env.Metadata["@change-vector"].(string)
+	return it
+}

@@ -1,0 +1,432 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rookerydb/rookery/internal/testserver"
+)
+
+// Subscription tests: real nodes (internal/testserver), real workers over
+// the TCP protocol.
+
+// Reading is the document type of the subscription tests: Kind "hit"
+// matches the subscriptions' where clause, "miss" does not.
+type Reading struct {
+	ID   string
+	Seq  int
+	Kind string
+}
+
+const hitsQuery = "from Readings where Kind = 'hit'"
+
+// waitLimit is a safety net for waits that should end on their own; no
+// test asserts on durations.
+const waitLimit = 2 * time.Minute
+
+// writeReadings stores readings from..from+n-1 in sessions of at most 500
+// and returns their ids in order; kind says which ones match.
+func writeReadings(ctx context.Context, store *DocumentStore, from, n int, hit func(seq int) bool) ([]string, error) {
+	ids := make([]string, 0, n)
+	for start := from; start < from+n; start += 500 {
+		s := store.OpenSessionWithOptions(SessionOptions{Context: ctx})
+		for seq := start; seq < min(start+500, from+n); seq++ {
+			r := &Reading{Seq: seq, Kind: "miss"}
+			if hit(seq) {
+				r.Kind = "hit"
+			}
+			if err := s.Store(r); err != nil {
+				return nil, err
+			}
+			ids = append(ids, r.ID)
+		}
+		if err := s.SaveChanges(); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+func mustWrite(t *testing.T, store *DocumentStore, from, n int, hit func(int) bool) []string {
+	t.Helper()
+	ids, err := writeReadings(context.Background(), store, from, n, hit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func allHit(int) bool { return true }
+
+// cvEtag is the etag of node A's entry in a change vector ("A:12-dbid").
+func cvEtag(t testing.TB, cv string) int64 {
+	t.Helper()
+	for _, e := range strings.Split(cv, ",") {
+		e = strings.TrimSpace(e)
+		tag, rest, ok := strings.Cut(e, ":")
+		if !ok || tag != "A" {
+			continue
+		}
+		num, _, _ := strings.Cut(rest, "-")
+		n, err := strconv.ParseInt(num, 10, 64)
+		if err != nil {
+			t.Fatalf("change vector %q: %v", cv, err)
+		}
+		return n
+	}
+	t.Fatalf("change vector %q has no entry for node A", cv)
+	return 0
+}
+
+// runWorker runs w in a goroutine; the channel gets Run's result.
+func runWorker(ctx context.Context, w *Worker, h func(context.Context, *Batch) error) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, h) }()
+	return done
+}
+
+func wait[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitLimit):
+		t.Fatalf("gave up waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+func TestSubscriptionDefinitionsRoundTrip(t *testing.T) {
+	n := testserver.Start(t)
+	store, _ := newStore(t, []string{n.URL})
+	ctx := context.Background()
+	subs := store.Subscriptions()
+
+	name, err := subs.Create(ctx, SubscriptionOptions{Name: "Hits", Query: hitsQuery})
+	if err != nil || name != "Hits" {
+		t.Fatalf("Create = %q, %v", name, err)
+	}
+	unnamed, err := subs.Create(ctx, SubscriptionOptions{Query: "from Readings", Disabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := strconv.ParseInt(unnamed, 10, 64); err != nil {
+		t.Fatalf("unnamed subscription is called %q, want its id", unnamed)
+	}
+
+	st, err := subs.State(ctx, "Hits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.SubscriptionName != "Hits" || st.Query != hitsQuery || st.Disabled || st.SubscriptionID <= 0 || st.ChangeVectorForNextBatchStartingPoint != "" {
+		t.Fatalf("state = %+v", st)
+	}
+	if st, err := subs.State(ctx, unnamed); err != nil || !st.Disabled {
+		t.Fatalf("unnamed created disabled: %+v, %v", st, err)
+	}
+	list, err := subs.List(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range list {
+		names = append(names, s.SubscriptionName)
+	}
+	if len(names) != 2 || !contains(names, "Hits") || !contains(names, unnamed) {
+		t.Fatalf("List = %v", names)
+	}
+	if page, err := subs.List(ctx, 1, 10); err != nil || len(page) != 1 {
+		t.Fatalf("List from 1 = %d, %v", len(page), err)
+	}
+
+	// Update: a new query, the position kept; then disable and enable.
+	if _, err := subs.Update(ctx, SubscriptionOptions{Name: "Hits", Query: "from Readings where Kind = 'miss'"}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := subs.State(ctx, "Hits"); st.Query != "from Readings where Kind = 'miss'" || st.Disabled {
+		t.Fatalf("after Update: %+v", st)
+	}
+	if err := subs.Disable(ctx, "Hits"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := subs.State(ctx, "Hits"); !st.Disabled {
+		t.Fatal("Disable did not disable")
+	}
+	if err := subs.Enable(ctx, "Hits"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := subs.State(ctx, "Hits"); st.Disabled {
+		t.Fatal("Enable did not enable")
+	}
+	if err := subs.DropConnection(ctx, "Hits"); err != nil {
+		t.Fatalf("DropConnection without a worker: %v", err)
+	}
+
+	// LastDocument starts after the collection's last document.
+	ids := mustWrite(t, store, 0, 3, allHit)
+	if _, err := subs.Create(ctx, SubscriptionOptions{Name: "FromNow", Query: "from Readings", ChangeVector: LastDocument}); err != nil {
+		t.Fatal(err)
+	}
+	st, err = subs.State(ctx, "FromNow")
+	if err != nil || st.ChangeVectorForNextBatchStartingPoint == "" {
+		t.Fatalf("LastDocument state: %+v, %v", st, err)
+	}
+	s := store.OpenSession()
+	var last *Reading
+	if _, err := s.Load(ids[2], &last); err != nil {
+		t.Fatal(err)
+	}
+	cv, _ := s.GetChangeVectorFor(last)
+	if got, want := cvEtag(t, st.ChangeVectorForNextBatchStartingPoint), cvEtag(t, cv); got != want {
+		t.Fatalf("LastDocument starts after etag %d, the last document has %d", got, want)
+	}
+
+	// Errors: a bad query, unknown names.
+	var se *ServerError
+	if _, err := subs.Create(ctx, SubscriptionOptions{Name: "Bad", Query: "from Readings where Kind ="}); !errors.As(err, &se) || se.StatusCode != 400 {
+		t.Fatalf("bad query: %v", err)
+	}
+	if err := subs.Delete(ctx, "Hits"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := subs.State(ctx, "Hits"); !errors.Is(err, ErrSubscriptionNotFound) {
+		t.Fatalf("State after Delete: %v", err)
+	}
+	for what, err := range map[string]error{
+		"Delete":  subs.Delete(ctx, "Hits"),
+		"Enable":  subs.Enable(ctx, "Hits"),
+		"Drop":    subs.DropConnection(ctx, "Hits"),
+		"Disable": subs.Disable(ctx, "Hits"),
+	} {
+		if !errors.Is(err, ErrSubscriptionNotFound) {
+			t.Errorf("%s of a deleted subscription: %v", what, err)
+		}
+	}
+	if _, err := subs.Update(ctx, SubscriptionOptions{Name: "Hits", Query: hitsQuery}); !errors.Is(err, ErrSubscriptionNotFound) {
+		t.Errorf("Update of a deleted subscription: %v", err)
+	}
+	err = subs.GetWorker(WorkerOptions{Name: "Hits", RetryDelay: time.Millisecond}).Run(ctx, func(context.Context, *Batch) error { return nil })
+	var sub *SubscriptionError
+	if !errors.Is(err, ErrSubscriptionNotFound) || !errors.As(err, &sub) || sub.Status != SubscriptionStatusNotFound {
+		t.Fatalf("worker of a deleted subscription: %v", err)
+	}
+	err = subs.GetWorker(WorkerOptions{Name: unnamed, RetryDelay: time.Millisecond}).Run(ctx, func(context.Context, *Batch) error { return nil })
+	if !errors.Is(err, ErrSubscriptionClosed) {
+		t.Fatalf("worker of a disabled subscription: %v", err)
+	}
+
+	missing := NewDocumentStore([]string{n.URL}, "nosuchdb")
+	defer missing.Close()
+	var dm *DatabaseDoesNotExistError
+	if _, err := missing.Subscriptions().Create(ctx, SubscriptionOptions{Query: hitsQuery}); !errors.As(err, &dm) {
+		t.Fatalf("Create on a missing database: %v", err)
+	}
+	err = missing.Subscriptions().GetWorker(WorkerOptions{Name: "x", RetryDelay: time.Millisecond}).Run(ctx, func(context.Context, *Batch) error { return nil })
+	if !errors.As(err, &dm) {
+		t.Fatalf("worker on a missing database: %v", err)
+	}
+}
+
+func TestSubscriptionWorkerExistingAndNewDocuments(t *testing.T) {
+	n := testserver.Start(t)
+	store, _ := newStore(t, []string{n.URL})
+	ctx := context.Background()
+	subs := store.Subscriptions()
+	hit := func(seq int) bool { return seq%2 == 0 }
+	ids := mustWrite(t, store, 0, 50, hit)
+	if _, err := subs.Create(ctx, SubscriptionOptions{Name: "Hits", Query: hitsQuery}); err != nil {
+		t.Fatal(err)
+	}
+
+	type seen struct {
+		id   string
+		seq  int
+		etag int64
+	}
+	var (
+		mu       sync.Mutex
+		got      []seen
+		bad      []string
+		acked    atomic.Int64
+		progress = make(chan int64, 100) // acknowledged documents so far
+	)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := subs.GetWorker(WorkerOptions{Name: "Hits", MaxDocsPerBatch: 7, RetryDelay: 10 * time.Millisecond,
+		OnAcknowledged: func(b *Batch) { progress <- acked.Add(int64(len(b.Items))) }})
+	done := runWorker(wctx, w, func(_ context.Context, b *Batch) error {
+		if len(b.Items) == 0 || len(b.Items) > 7 {
+			return fmt.Errorf("batch of %d", len(b.Items))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, it := range b.Items {
+			var r Reading
+			if err := it.Decode(&r); err != nil {
+				return err
+			}
+			if r.ID != it.ID || r.Kind != "hit" || it.Metadata["@collection"] != "Readings" {
+				bad = append(bad, fmt.Sprintf("%+v %v", r, it.Metadata))
+			}
+			got = append(got, seen{it.ID, r.Seq, cvEtag(t, it.ChangeVector)})
+		}
+		return nil
+	})
+	waitAcked := func(want int64) {
+		t.Helper()
+		for {
+			if wait(t, progress, fmt.Sprintf("%d acknowledged documents", want)) >= want {
+				return
+			}
+		}
+	}
+
+	waitAcked(25)
+	st1, err := subs.State(ctx, "Hits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// New documents arrive while the worker waits.
+	ids = append(ids, mustWrite(t, store, 50, 30, hit)...)
+	waitAcked(40)
+	st2, err := subs.State(ctx, "Hits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := wait(t, done, "Run to return"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after cancel = %v", err)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bad) > 0 {
+		t.Fatalf("unexpected documents: %v", bad)
+	}
+	var want []string
+	for i, id := range ids {
+		if hit(i) {
+			want = append(want, id)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d documents, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].id != want[i] {
+			t.Fatalf("document %d is %s, want %s", i, got[i].id, want[i])
+		}
+		if i > 0 && got[i].etag <= got[i-1].etag {
+			t.Fatalf("not in etag order: %s (etag %d) after %s (etag %d)", got[i].id, got[i].etag, got[i-1].id, got[i-1].etag)
+		}
+	}
+	p1, p2 := cvEtag(t, st1.ChangeVectorForNextBatchStartingPoint), cvEtag(t, st2.ChangeVectorForNextBatchStartingPoint)
+	if p1 < got[24].etag || p2 < got[39].etag || p2 <= p1 {
+		t.Fatalf("position %d after 25 documents (last etag %d), %d after 40 (last etag %d)", p1, got[24].etag, p2, got[39].etag)
+	}
+	if st2.LastBatchAckTime == nil || st2.LastClientConnectionTime == nil {
+		t.Fatalf("state after acknowledgements: %+v", st2)
+	}
+}
+
+func TestSubscriptionWorkerEnds(t *testing.T) {
+	n := testserver.Start(t)
+	store, _ := newStore(t, []string{n.URL})
+	ctx := context.Background()
+	subs := store.Subscriptions()
+	ids := mustWrite(t, store, 0, 10, allHit)
+	if _, err := subs.Create(ctx, SubscriptionOptions{Name: "All", Query: "from Readings"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A handler error: no acknowledgement, Run returns it, and the next
+	// worker gets the same batch.
+	boom := errors.New("boom")
+	var first []string
+	err := subs.GetWorker(WorkerOptions{Name: "All", MaxDocsPerBatch: 4}).Run(ctx, func(_ context.Context, b *Batch) error {
+		for _, it := range b.Items {
+			first = append(first, it.ID)
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Run with a failing handler = %v", err)
+	}
+	if !slicesEqual(first, ids[:4]) {
+		t.Fatalf("first batch %v", first)
+	}
+
+	// CloseWhenNoDocsLeft: everything once, then nil.
+	var all []string
+	batches := 0
+	err = subs.GetWorker(WorkerOptions{Name: "All", MaxDocsPerBatch: 4, CloseWhenNoDocsLeft: true, Strategy: WaitForFree}).Run(ctx, func(_ context.Context, b *Batch) error {
+		batches++
+		for _, it := range b.Items {
+			all = append(all, it.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Run with CloseWhenNoDocsLeft = %v", err)
+	}
+	if !slicesEqual(all, ids) || batches != 3 {
+		t.Fatalf("%d batches: %v, want %v", batches, all, ids)
+	}
+
+	// Cancelling while the handler works: not acknowledged, delivered again.
+	more := mustWrite(t, store, 10, 3, allHit)
+	wctx, cancel := context.WithCancel(ctx)
+	inHandler := make(chan struct{})
+	done := runWorker(wctx, subs.GetWorker(WorkerOptions{Name: "All", Strategy: WaitForFree}), func(ctx context.Context, b *Batch) error {
+		close(inHandler)
+		<-ctx.Done()
+		return nil // even a nil: ctx ended, so no acknowledgement
+	})
+	wait(t, inHandler, "the handler")
+	cancel()
+	if err := wait(t, done, "Run to return"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	var again []string
+	err = subs.GetWorker(WorkerOptions{Name: "All", CloseWhenNoDocsLeft: true, Strategy: WaitForFree}).Run(ctx, func(_ context.Context, b *Batch) error {
+		for _, it := range b.Items {
+			again = append(again, it.ID)
+		}
+		return nil
+	})
+	if err != nil || !slicesEqual(again, more) {
+		t.Fatalf("after a cancelled batch: %v, %v, want %v", again, err, more)
+	}
+}
+
+func slicesEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestSubscriptionTimeSpan(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		5 * time.Second:                       "00:00:05",
+		10 * time.Millisecond:                 "00:00:00.0100000",
+		5*time.Minute + 1500*time.Millisecond: "00:05:01.5000000",
+		26 * time.Hour:                        "1.02:00:00",
+	} {
+		if got := timeSpan(d); got != want {
+			t.Errorf("timeSpan(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -429,4 +430,265 @@ func TestSubscriptionTimeSpan(t *testing.T) {
 			t.Errorf("timeSpan(%v) = %q, want %q", d, got, want)
 		}
 	}
+}
+
+// collector gathers what a worker's handler got.
+type collector struct {
+	mu    sync.Mutex
+	ids   []string
+	batch chan int // total documents after each batch
+}
+
+func newCollector() *collector { return &collector{batch: make(chan int, 1000)} }
+
+func (c *collector) handle(_ context.Context, b *Batch) error {
+	c.mu.Lock()
+	for _, it := range b.Items {
+		c.ids = append(c.ids, it.ID)
+	}
+	n := len(c.ids)
+	c.mu.Unlock()
+	c.batch <- n
+	return nil
+}
+
+func (c *collector) got() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.ids...)
+}
+
+// waitCount waits until the handler has seen at least n documents.
+func (c *collector) waitCount(t *testing.T, n int) {
+	t.Helper()
+	for wait(t, c.batch, fmt.Sprintf("%d documents", n)) < n {
+	}
+}
+
+func TestSubscriptionStrategies(t *testing.T) {
+	n := testserver.Start(t)
+	store, _ := newStore(t, []string{n.URL})
+	ctx := context.Background()
+	subs := store.Subscriptions()
+	ids := mustWrite(t, store, 0, 20, allHit)
+	for _, name := range []string{"Free", "Take", "Wait"} {
+		if _, err := subs.Create(ctx, SubscriptionOptions{Name: name, Query: "from Readings"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("OpenIfFree", func(t *testing.T) {
+		c1 := newCollector()
+		ctx1, cancel1 := context.WithCancel(ctx)
+		done1 := runWorker(ctx1, subs.GetWorker(WorkerOptions{Name: "Free", RetryDelay: 10 * time.Millisecond}), c1.handle)
+		c1.waitCount(t, 1) // the first worker holds the subscription
+		err := subs.GetWorker(WorkerOptions{Name: "Free", RetryDelay: 10 * time.Millisecond}).Run(ctx, func(context.Context, *Batch) error {
+			return errors.New("the second worker got a batch")
+		})
+		var se *SubscriptionError
+		if !errors.Is(err, ErrSubscriptionInUse) || !errors.As(err, &se) || se.Status != SubscriptionStatusInUse {
+			t.Fatalf("second OpenIfFree worker: %v", err)
+		}
+		cancel1()
+		if err := wait(t, done1, "the first worker"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("first worker: %v", err)
+		}
+	})
+
+	t.Run("TakeOver", func(t *testing.T) {
+		c1, c2 := newCollector(), newCollector()
+		acked := make(chan int, 100)
+		var total atomic.Int64
+		done1 := runWorker(ctx, subs.GetWorker(WorkerOptions{Name: "Take", RetryDelay: 10 * time.Millisecond,
+			OnAcknowledged: func(b *Batch) { acked <- int(total.Add(int64(len(b.Items)))) }}), c1.handle)
+		for wait(t, acked, "the first worker's acknowledgements") < len(ids) {
+		}
+		ctx2, cancel2 := context.WithCancel(ctx)
+		defer cancel2()
+		done2 := runWorker(ctx2, subs.GetWorker(WorkerOptions{Name: "Take", Strategy: TakeOver, RetryDelay: 10 * time.Millisecond}), c2.handle)
+		if err := wait(t, done1, "the first worker to be taken over"); !errors.Is(err, ErrSubscriptionInUse) {
+			t.Fatalf("taken-over worker: %v", err)
+		}
+		more := mustWrite(t, store, 20, 5, allHit)
+		c2.waitCount(t, 5)
+		cancel2()
+		if err := wait(t, done2, "the second worker"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("second worker: %v", err)
+		}
+		if !slicesEqual(c1.got(), ids) || !slicesEqual(c2.got(), more) {
+			t.Fatalf("first worker got %v, second %v; want %v and %v", c1.got(), c2.got(), ids, more)
+		}
+		ids = append(ids, more...)
+	})
+
+	t.Run("WaitForFree", func(t *testing.T) {
+		ctx1, cancel1 := context.WithCancel(ctx)
+		inSecond := make(chan struct{})
+		var batches int
+		done1 := runWorker(ctx1, subs.GetWorker(WorkerOptions{Name: "Wait", MaxDocsPerBatch: 5}), func(ctx context.Context, b *Batch) error {
+			if batches++; batches == 1 {
+				return nil // acknowledged
+			}
+			close(inSecond) // the second batch stays in flight until the worker stops
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		wait(t, inSecond, "the first worker's second batch")
+
+		var firstStopped atomic.Bool
+		var early atomic.Int64
+		c2 := newCollector()
+		waiting := make(chan struct{}, 1)
+		w2 := subs.GetWorker(WorkerOptions{Name: "Wait", Strategy: WaitForFree, RetryDelay: 10 * time.Millisecond})
+		w2.afterOptions = func(net.Conn) { waiting <- struct{}{} }
+		ctx2, cancel2 := context.WithCancel(ctx)
+		defer cancel2()
+		done2 := runWorker(ctx2, w2, func(ctx context.Context, b *Batch) error {
+			if !firstStopped.Load() {
+				early.Add(1)
+			}
+			return c2.handle(ctx, b)
+		})
+		wait(t, waiting, "the second worker to ask")
+
+		firstStopped.Store(true)
+		cancel1()
+		if err := wait(t, done1, "the first worker"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("first worker: %v", err)
+		}
+		c2.waitCount(t, len(ids)-5)
+		cancel2()
+		if err := wait(t, done2, "the second worker"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("second worker: %v", err)
+		}
+		if early.Load() != 0 {
+			t.Fatalf("the waiting worker got %d batches while the first one held the subscription", early.Load())
+		}
+		// Everything after the first, acknowledged batch, the unacknowledged
+		// second batch included.
+		if !slicesEqual(c2.got(), ids[5:]) {
+			t.Fatalf("second worker got %v, want %v", c2.got(), ids[5:])
+		}
+	})
+}
+
+func TestSubscriptionClosedByServer(t *testing.T) {
+	n := testserver.Start(t)
+	store, _ := newStore(t, []string{n.URL})
+	ctx := context.Background()
+	subs := store.Subscriptions()
+	ids := mustWrite(t, store, 0, 6, func(seq int) bool { return seq < 3 })
+
+	// connected starts a worker on a new subscription and returns once it
+	// processed its first batch.
+	connected := func(t *testing.T, name string, o WorkerOptions) (<-chan error, *collector) {
+		t.Helper()
+		if _, err := subs.Create(ctx, SubscriptionOptions{Name: name, Query: hitsQuery}); err != nil {
+			t.Fatal(err)
+		}
+		o.Name = name
+		o.RetryDelay = 10 * time.Millisecond
+		c := newCollector()
+		done := runWorker(ctx, subs.GetWorker(o), c.handle)
+		c.waitCount(t, 3)
+		return done, c
+	}
+
+	t.Run("Delete", func(t *testing.T) {
+		done, _ := connected(t, "Deleted", WorkerOptions{})
+		if err := subs.Delete(ctx, "Deleted"); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait(t, done, "the worker"); !errors.Is(err, ErrSubscriptionNotFound) {
+			t.Fatalf("worker of a deleted subscription: %v", err)
+		}
+	})
+	t.Run("Disable", func(t *testing.T) {
+		done, _ := connected(t, "Disabled", WorkerOptions{})
+		if err := subs.Disable(ctx, "Disabled"); err != nil {
+			t.Fatal(err)
+		}
+		err := wait(t, done, "the worker")
+		var se *SubscriptionError
+		if !errors.Is(err, ErrSubscriptionClosed) || !errors.As(err, &se) || se.CanReconnect {
+			t.Fatalf("worker of a disabled subscription: %v", err)
+		}
+	})
+	t.Run("DropConnection", func(t *testing.T) {
+		done, _ := connected(t, "Dropped", WorkerOptions{})
+		if err := subs.DropConnection(ctx, "Dropped"); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait(t, done, "the worker"); !errors.Is(err, ErrSubscriptionClosed) {
+			t.Fatalf("dropped worker: %v", err)
+		}
+	})
+	t.Run("UpdateReconnects", func(t *testing.T) {
+		var reasons []error
+		var mu sync.Mutex
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if _, err := subs.Create(ctx, SubscriptionOptions{Name: "Updated", Query: hitsQuery}); err != nil {
+			t.Fatal(err)
+		}
+		c := newCollector()
+		acked := make(chan struct{}, 10)
+		done := runWorker(wctx, subs.GetWorker(WorkerOptions{Name: "Updated", RetryDelay: 10 * time.Millisecond,
+			OnAcknowledged: func(*Batch) { acked <- struct{}{} },
+			OnError:        func(err error) { mu.Lock(); reasons = append(reasons, err); mu.Unlock() }}), c.handle)
+		c.waitCount(t, 3)
+		wait(t, acked, "the acknowledgement") // else the update may overtake it (ConcurrencyReconnect)
+		// A new query from the beginning: the worker is closed, reconnects
+		// and gets the other documents.
+		if _, err := subs.Update(ctx, SubscriptionOptions{Name: "Updated", Query: "from Readings where Kind = 'miss'", ChangeVector: BeginningOfTime}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitCount(t, 6)
+		cancel()
+		if err := wait(t, done, "the worker"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("worker: %v", err)
+		}
+		if !slicesEqual(c.got(), ids) {
+			t.Fatalf("got %v, want %v", c.got(), ids)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		var se *SubscriptionError
+		if len(reasons) != 1 || !errors.As(reasons[0], &se) || se.Status != SubscriptionStatusClosed || !se.CanReconnect {
+			t.Fatalf("reconnect reasons: %v", reasons)
+		}
+	})
+	t.Run("ConnectionLost", func(t *testing.T) {
+		if _, err := subs.Create(ctx, SubscriptionOptions{Name: "Lost", Query: hitsQuery}); err != nil {
+			t.Fatal(err)
+		}
+		var conns []net.Conn
+		var mu sync.Mutex
+		errs := make(chan error, 10)
+		w := subs.GetWorker(WorkerOptions{Name: "Lost", RetryDelay: 10 * time.Millisecond, OnError: func(err error) { errs <- err }})
+		w.afterOptions = func(c net.Conn) { mu.Lock(); conns = append(conns, c); mu.Unlock() }
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		c := newCollector()
+		done := runWorker(wctx, w, func(ctx context.Context, b *Batch) error {
+			if len(c.got()) == 0 {
+				mu.Lock()
+				conns[0].Close() // the network fails during the first batch
+				mu.Unlock()
+			}
+			return c.handle(ctx, b)
+		})
+		wait(t, errs, "the network error")
+		c.waitCount(t, 6) // the first batch again, from a new connection
+		more := mustWrite(t, store, 6, 2, allHit)
+		c.waitCount(t, 8)
+		cancel()
+		if err := wait(t, done, "the worker"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("worker: %v", err)
+		}
+		want := append(append(append([]string(nil), ids[:3]...), ids[:3]...), more...)
+		if !slicesEqual(c.got(), want) {
+			t.Fatalf("got %v, want %v", c.got(), want)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -691,4 +692,258 @@ func TestSubscriptionClosedByServer(t *testing.T) {
 			t.Fatalf("got %v, want %v", c.got(), want)
 		}
 	})
+}
+
+// TestSubscriptionCrashingWorkers is the crash test of issue 6: 10,000
+// matching documents (and 2,000 that the where clause leaves out), workers
+// that crash at random points (cancelled before, while or after handling a
+// batch; connection cut in the middle of a batch or right after the
+// acknowledgement was sent), a new worker after each crash, and more
+// documents written meanwhile. In the end every matching document was
+// handled in a batch whose acknowledgement was sent, and nothing else was
+// delivered.
+func TestSubscriptionCrashingWorkers(t *testing.T) {
+	n := testserver.Start(t)
+	store, _ := newStore(t, []string{n.URL})
+	ctx := context.Background()
+	subs := store.Subscriptions()
+	hit := func(seq int) bool { return seq%6 != 5 }
+
+	const initial, chunks, chunk = 12_000, 50, 24
+	ids := mustWrite(t, store, 0, initial, hit)
+	if _, err := subs.Create(ctx, SubscriptionOptions{Name: "Crash", Query: hitsQuery}); err != nil {
+		t.Fatal(err)
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+
+	var (
+		mu         sync.Mutex
+		delivered  = map[string]int{}  // id → times the server delivered it
+		processed  = map[string]bool{} // handled in a batch whose acknowledgement was sent
+		confirmed  = map[string]bool{} // … and confirmed by the server
+		problems   []string
+		deliveries int
+		ackedDocs  atomic.Int64
+		ackTick    = make(chan struct{}, 1)
+	)
+	problem := func(format string, args ...any) {
+		if len(problems) < 20 {
+			problems = append(problems, fmt.Sprintf(format, args...))
+		}
+	}
+
+	// The writer adds chunks while the workers work, paced by their
+	// acknowledgements; it is done long before the initial documents are
+	// (10,000 matching, the last chunk after 49·150 acknowledged).
+	var written []string
+	writerDone := make(chan error, 1)
+	go func() {
+		for i := range chunks {
+			for ackedDocs.Load() < int64(i*150) {
+				select {
+				case <-ackTick:
+				case <-time.After(waitLimit):
+					writerDone <- errors.New("the writer waited too long for acknowledgements")
+					return
+				}
+			}
+			more, err := writeReadings(ctx, store, initial+i*chunk, chunk, hit)
+			if err != nil {
+				writerDone <- err
+				return
+			}
+			mu.Lock()
+			written = append(written, more...)
+			mu.Unlock()
+		}
+		writerDone <- nil
+	}()
+	writerFinished := false
+	var writerErr error
+
+	crashes := map[string]int{}
+	workers, reconnects := 0, 0
+	for round := 0; ; round++ {
+		if round > 5000 {
+			t.Fatal("the workers do not get through the documents")
+		}
+		if !writerFinished {
+			select {
+			case writerErr = <-writerDone:
+				writerFinished = true
+			default:
+			}
+		}
+		finalRound := writerFinished // nothing is written after this worker starts
+
+		// Crash plan: handle crashAt batches, then crash in one of five
+		// ways; the two network failures do not end the worker, which
+		// reconnects and gets a new plan.
+		wctx, cancel := context.WithCancel(ctx)
+		var conn net.Conn
+		var lastEtag int64
+		var crashAt, mode, networkFailures int
+		var pending []string // the batch handed to the handler last
+		cutAfterAck := false
+		plan := func() {
+			crashAt, mode = rng.IntN(4), rng.IntN(5)
+			if networkFailures >= 2 {
+				mode = rng.IntN(3)
+			}
+		}
+		plan()
+		strategy := []string{TakeOver, WaitForFree}[rng.IntN(2)]
+		w := subs.GetWorker(WorkerOptions{Name: "Crash", Strategy: strategy, MaxDocsPerBatch: 1 + rng.IntN(256),
+			CloseWhenNoDocsLeft: true, RetryDelay: 5 * time.Millisecond,
+			OnError: func(error) { reconnects++ },
+			OnAcknowledged: func(b *Batch) {
+				mu.Lock()
+				for _, it := range b.Items {
+					confirmed[it.ID] = true
+				}
+				mu.Unlock()
+			}})
+		w.afterOptions = func(c net.Conn) { conn, lastEtag = c, 0 }
+		w.afterAck = func(c net.Conn) {
+			mu.Lock()
+			for _, id := range pending {
+				processed[id] = true
+			}
+			mu.Unlock()
+			ackedDocs.Add(int64(len(pending)))
+			select {
+			case ackTick <- struct{}{}:
+			default:
+			}
+			if cutAfterAck {
+				cutAfterAck = false
+				c.Close() // the confirmation is lost; the acknowledgement may or may not have arrived
+			}
+		}
+		handle := func(items []BatchItem) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, it := range items {
+				var r Reading
+				if err := it.Decode(&r); err != nil {
+					problem("%s: %v", it.ID, err)
+				} else if r.Kind != "hit" || !hit(r.Seq) {
+					problem("%s does not match the query: %+v", it.ID, r)
+				}
+			}
+		}
+		batches := 0
+		err := w.Run(wctx, func(hctx context.Context, b *Batch) error {
+			pending = pending[:0]
+			mu.Lock()
+			for _, it := range b.Items {
+				delivered[it.ID]++
+				deliveries++
+				if e := cvEtag(t, it.ChangeVector); e <= lastEtag {
+					problem("%s (etag %d) after etag %d on one connection", it.ID, e, lastEtag)
+				} else {
+					lastEtag = e
+				}
+			}
+			mu.Unlock()
+			if batches++; batches <= crashAt {
+				handle(b.Items)
+				for _, it := range b.Items {
+					pending = append(pending, it.ID)
+				}
+				return nil
+			}
+			batches = 0
+			crashes[[]string{"cancel before", "cancel midway", "cancel after", "cut midway", "cut after ack"}[mode]]++
+			k := rng.IntN(len(b.Items) + 1)
+			switch mode {
+			case 0: // cancelled before handling anything
+				cancel()
+				return hctx.Err()
+			case 1: // cancelled midway
+				handle(b.Items[:k])
+				cancel()
+				return hctx.Err()
+			case 2: // cancelled after handling it all, before the acknowledgement
+				handle(b.Items)
+				cancel()
+				return nil
+			case 3: // the connection breaks midway; the handler finishes
+				handle(b.Items[:k])
+				conn.Close()
+				handle(b.Items[k:])
+			case 4: // the connection breaks right after the acknowledgement
+				handle(b.Items)
+				cutAfterAck = true
+			}
+			networkFailures++
+			plan()
+			for _, it := range b.Items {
+				pending = append(pending, it.ID)
+			}
+			return nil
+		})
+		cancel()
+		workers++
+		if err == nil {
+			if finalRound {
+				break // nothing left, and nothing more comes
+			}
+			continue
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("worker %d: %v", workers, err)
+		}
+	}
+	if writerErr != nil {
+		t.Fatal(writerErr)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(problems) > 0 {
+		t.Fatalf("problems:\n%s", strings.Join(problems, "\n"))
+	}
+	all := append(ids, written...)
+	want, missing := 0, []string{}
+	for i, id := range all {
+		if !hit(i) {
+			if delivered[id] > 0 {
+				t.Errorf("%s does not match and was delivered", id)
+			}
+			continue
+		}
+		want++
+		if !processed[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("%d of %d matching documents were never processed, e.g. %v", len(missing), want, missing[:min(5, len(missing))])
+	}
+	for id := range confirmed {
+		if !processed[id] {
+			t.Errorf("%s confirmed without an acknowledgement", id)
+		}
+	}
+	if len(delivered) != want {
+		t.Fatalf("%d distinct documents delivered, want %d", len(delivered), want)
+	}
+	st, err := subs.State(ctx, "Crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := store.OpenSession()
+	var last *Reading
+	if _, err := s.Load(all[len(all)-1], &last); err != nil {
+		t.Fatal(err)
+	}
+	cv, _ := s.GetChangeVectorFor(last)
+	if cvEtag(t, st.ChangeVectorForNextBatchStartingPoint) < cvEtag(t, cv) {
+		t.Fatalf("position %s is before the last document (%s)", st.ChangeVectorForNextBatchStartingPoint, cv)
+	}
+	t.Logf("%d matching documents (%d written during the test), %d workers, crashes %v, %d reconnects; %d deliveries, %d redeliveries; %d documents processed without a confirmation",
+		want, len(written), workers, crashes, reconnects, deliveries, deliveries-len(delivered), len(processed)-len(confirmed))
 }

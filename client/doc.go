@@ -73,6 +73,49 @@
 // Conventions.MaxHTTPCacheSize) and revalidated with If-None-Match, so a
 // repeated load is answered by a bodiless 304.
 //
+// # Data subscriptions
+//
+// A subscription is a query over a collection ("from Orders where Total >
+// 100") whose matching documents a worker receives in batches, in etag
+// order, with the server keeping track of how far it got. Definitions are
+// managed through DocumentStore.Subscriptions (Create, Update, Delete,
+// State, List, DropConnection, Enable, Disable):
+//
+//	subs := store.Subscriptions()
+//	name, err := subs.Create(ctx, client.SubscriptionOptions{Name: "BigOrders", Query: "from Orders where Total > 100"})
+//
+//	w := subs.GetWorker(client.WorkerOptions{Name: name})
+//	err = w.Run(ctx, func(ctx context.Context, b *client.Batch) error {
+//		for _, it := range b.Items {
+//			var o Order
+//			if err := it.Decode(&o); err != nil {
+//				return err
+//			}
+//			... process o ...
+//		}
+//		return nil // acknowledges the batch
+//	})
+//
+// The worker uses the same TCP protocol as RavenDB's clients: it asks a
+// node where to connect (GET /info/remote-task/tcp, through the request
+// executor, so with its failover), opens a plain TCP connection there (on
+// Rookery, the HTTP port), and exchanges concatenated JSON messages: a
+// header, the connection options, the server's connection status, then
+// batches of Data messages ending with EndOfBatch, each answered by an
+// Acknowledge once the handler returned nil and confirmed by the server.
+//
+// Delivery is at least once. A batch is acknowledged only after the
+// handler returns nil; a handler error ends Run with that error, and a
+// batch that was not acknowledged (handler error, cancelled context, lost
+// connection) is delivered again to the next worker, so handlers should be
+// idempotent. Run reconnects after WorkerOptions.RetryDelay on network
+// errors and when the server asks for it, and returns a *SubscriptionError
+// when the subscription is gone (ErrSubscriptionNotFound), held by another
+// worker (ErrSubscriptionInUse, see the OpenIfFree, TakeOver and
+// WaitForFree strategies) or closed, disabled or dropped
+// (ErrSubscriptionClosed). With CloseWhenNoDocsLeft it returns nil once
+// everything was processed. TLS is not used.
+//
 // # Maintenance
 //
 // DocumentStore also has CreateDatabase, DeleteDatabase, NextIdentity,

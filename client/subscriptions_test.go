@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -946,4 +947,50 @@ func TestSubscriptionCrashingWorkers(t *testing.T) {
 	}
 	t.Logf("%d matching documents (%d written during the test), %d workers, crashes %v, %d reconnects; %d deliveries, %d redeliveries; %d documents processed without a confirmation",
 		want, len(written), workers, crashes, reconnects, deliveries, deliveries-len(delivered), len(processed)-len(confirmed))
+}
+
+func TestSubscriptionIncludesAndDecode(t *testing.T) {
+	n := testserver.Start(t)
+	store, _ := newStore(t, []string{n.URL})
+	ctx := context.Background()
+	s := store.OpenSession()
+	acme := &Company{Name: "Acme"}
+	if err := s.Store(acme); err != nil {
+		t.Fatal(err)
+	}
+	o := &Order{Company: acme.ID, Total: 12.5}
+	if err := s.Store(o); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveChanges(); err != nil {
+		t.Fatal(err)
+	}
+	subs := store.Subscriptions()
+	if _, err := subs.Create(ctx, SubscriptionOptions{Name: "WithCompany", Query: "from Orders as o include o.Company"}); err != nil {
+		t.Fatal(err)
+	}
+	var b *Batch
+	err := subs.GetWorker(WorkerOptions{Name: "WithCompany", CloseWhenNoDocsLeft: true}).Run(ctx, func(_ context.Context, got *Batch) error {
+		b = got
+		return nil
+	})
+	if err != nil || b == nil || len(b.Items) != 1 {
+		t.Fatalf("Run = %v, batch %+v", err, b)
+	}
+	it := b.Items[0]
+	var got Order
+	if err := it.Decode(&got); err != nil || got.ID != o.ID || got.Total != 12.5 || got.Company != acme.ID {
+		t.Fatalf("Decode = %+v, %v", got, err)
+	}
+	var m map[string]any
+	if err := it.Decode(&m); err != nil || m["Total"] != 12.5 || m["@metadata"] != nil {
+		t.Fatalf("Decode into a map = %v, %v", m, err)
+	}
+	if it.ID != o.ID || it.ChangeVector == "" || it.Metadata["@collection"] != "Orders" {
+		t.Fatalf("item %+v", it)
+	}
+	var c Company
+	if raw, ok := b.Includes[acme.ID]; !ok || json.Unmarshal(raw, &c) != nil || c.Name != "Acme" {
+		t.Fatalf("includes %s", b.Includes)
+	}
 }

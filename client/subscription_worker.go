@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Worker strategies: what a worker does when another worker holds the
@@ -360,7 +363,7 @@ func (w *Worker) connection(ctx context.Context, handler func(context.Context, *
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 
-	dec := json.NewDecoder(deadlineReader{c: conn, timeout: subscriptionReadTimeout})
+	dec := jsontext.NewDecoder(deadlineReader{c: conn, timeout: subscriptionReadTimeout}, streamOptions...)
 	db := w.store.database
 	if err := writeJSONMessage(conn, map[string]any{
 		"DatabaseName": db, "Operation": "Subscription", "OperationVersion": subscriptionTCPVersion,
@@ -373,7 +376,9 @@ func (w *Worker) connection(ctx context.Context, handler func(context.Context, *
 		Version int
 		Message string
 	}
-	if err := dec.Decode(&hr); err != nil {
+	if raw, err := dec.ReadValue(); err != nil {
+		return err
+	} else if err := json.Unmarshal(raw, &hr); err != nil {
 		return err
 	}
 	if hr.Status != "Ok" || hr.Version != subscriptionTCPVersion {
@@ -402,7 +407,7 @@ func (w *Worker) connection(ctx context.Context, handler func(context.Context, *
 
 	// The connection status comes first (heartbeats aside).
 	var st serverMessage
-	if err := dec.Decode(&st); err != nil {
+	if err := readMessage(dec, &st); err != nil {
 		return err
 	}
 	switch {
@@ -414,16 +419,17 @@ func (w *Worker) connection(ctx context.Context, handler func(context.Context, *
 		return w.statusError(&st)
 	}
 
-	var acked *Batch // acknowledged, waiting for Confirm
+	meta := jsontext.NewDecoder(bytes.NewReader(nil), streamOptions...) // reused for every item's metadata
+	var acked *Batch                                                    // acknowledged, waiting for Confirm
 	batch := &Batch{}
 	for {
 		var m serverMessage
-		if err := dec.Decode(&m); err != nil {
+		if err := readMessage(dec, &m); err != nil {
 			return err
 		}
 		switch m.Type {
 		case "Data":
-			batch.Items = append(batch.Items, w.item(&m))
+			batch.Items = append(batch.Items, w.item(&m, meta))
 		case "Includes":
 			if batch.Includes == nil {
 				batch.Includes = map[string]json.RawMessage{}
@@ -464,20 +470,106 @@ func (w *Worker) connection(ctx context.Context, handler func(context.Context, *
 	}
 }
 
-// item builds a batch item from a Data message.
-func (w *Worker) item(m *serverMessage) BatchItem {
+// item builds a batch item from a Data message. Only the metadata is
+// decoded; the rest of the document is skipped over (Decode reads it).
+func (w *Worker) item(m *serverMessage, meta *jsontext.Decoder) BatchItem {
 	it := BatchItem{Raw: m.Data, Exception: m.Exception, types: w.store.types}
-	var env struct {
-		Metadata map[string]any `json:"@metadata"`
-	}
-	if err := json.Unmarshal(m.Data, &env); err != nil && it.Exception == "" {
+	md, err := metadataOf(meta, m.Data)
+	if err != nil && it.Exception == "" {
 		it.Exception = "the document is not a JSON object: " + err.Error()
 	}
-	if env.Metadata == nil {
-		env.Metadata = map[string]any{}
+	if md == nil {
+		md = map[string]any{}
 	}
-	it.Metadata = env.Metadata
-	it.ID, _ = env.Metadata["@id"].(string)
-	it.ChangeVector, _ = env.Metadata["@change-vector"].(string)
+	it.Metadata = md
+	it.ID, _ = md["@id"].(string)
+	it.ChangeVector, _ = md["@change-vector"].(string)
 	return it
+}
+
+// streamOptions skip the checks the server's own output does not need:
+// duplicate names and UTF-8 validity are the document's business.
+var streamOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+
+// metadataOf decodes a document's @metadata member, skipping the others.
+func metadataOf(d *jsontext.Decoder, doc []byte) (map[string]any, error) {
+	d.Reset(bytes.NewReader(doc), streamOptions...)
+	if tok, err := d.ReadToken(); err != nil {
+		return nil, err
+	} else if tok.Kind() != '{' {
+		return nil, fmt.Errorf("found %v", tok.Kind())
+	}
+	for d.PeekKind() != '}' {
+		name, err := d.ReadToken()
+		if err != nil {
+			return nil, err
+		}
+		if name.String() != "@metadata" {
+			if err := d.SkipValue(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		v, err := d.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		var md map[string]any
+		return md, json.Unmarshal(v, &md)
+	}
+	return nil, nil
+}
+
+// readMessage reads one server message off the stream in a single pass:
+// Data stays raw (copied out of the decoder's buffer), the small members
+// are decoded.
+func readMessage(d *jsontext.Decoder, m *serverMessage) error {
+	tok, err := d.ReadToken()
+	if err != nil {
+		return err
+	}
+	if tok.Kind() != '{' {
+		return fmt.Errorf("rookery: subscription: expected a message object from the server, found %v", tok.Kind())
+	}
+	for d.PeekKind() != '}' {
+		name, err := d.ReadToken()
+		if err != nil {
+			return err
+		}
+		key := name.String() // before the next read voids the token
+		v, err := d.ReadValue()
+		if err != nil {
+			return err
+		}
+		switch key {
+		case "Type":
+			m.Type = jsonString(v)
+		case "Status":
+			m.Status = jsonString(v)
+		case "Message":
+			m.Message = jsonString(v)
+		case "Exception":
+			m.Exception = jsonString(v)
+		case "Data":
+			m.Data = bytes.Clone(v)
+		case "Includes":
+			if err := json.Unmarshal(v, &m.Includes); err != nil {
+				return err
+			}
+		}
+	}
+	_, err = d.ReadToken()
+	return err
+}
+
+// jsonString is a JSON string's text ("" for null or another kind).
+func jsonString(v jsontext.Value) string {
+	if v.Kind() != '"' {
+		return ""
+	}
+	b, err := jsontext.AppendUnquote(nil, v)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }

@@ -200,6 +200,40 @@ type Session struct {
 	cancel  context.CancelCauseFunc
 	pending *Batch
 	closed  bool
+	// ahead is the next batch, read while the worker handles the pending
+	// one (used when the ack moves the position to where it started).
+	ahead *readAhead
+}
+
+type readAhead struct {
+	after int64
+	done  chan struct{}
+	b     *Batch
+	err   error
+}
+
+// readAhead starts reading the batch after etag after.
+func (s *Session) readAhead(after int64) {
+	ra := &readAhead{after: after, done: make(chan struct{})}
+	s.ahead = ra
+	go func() {
+		defer close(ra.done)
+		ra.b, ra.err = s.read(s.ctx, after)
+	}()
+}
+
+// takeAhead returns the batch read ahead if it starts at after.
+func (s *Session) takeAhead(after int64) *Batch {
+	ra := s.ahead
+	if ra == nil {
+		return nil
+	}
+	s.ahead = nil
+	<-ra.done
+	if ra.err != nil || ra.after != after || len(ra.b.Docs) == 0 {
+		return nil
+	}
+	return ra.b
 }
 
 // Open connects a worker to subscription name of database db, applying
@@ -343,9 +377,11 @@ func (s *Session) Next(ctx context.Context) (*Batch, error) {
 		}
 		prog := ParseProgress(sub.Progress)
 		after := prog.Etag(s.db.DatabaseID())
-		b, err := s.read(ctx, after)
-		if err != nil {
-			return nil, err
+		b := s.takeAhead(after)
+		if b == nil {
+			if b, err = s.read(ctx, after); err != nil {
+				return nil, err
+			}
 		}
 		b.base = sub.Progress
 		if len(b.Docs) > 0 {
@@ -355,6 +391,11 @@ func (s *Session) Next(ctx context.Context) (*Batch, error) {
 			s.pending = b
 			s.m.mu.Unlock()
 			s.m.changed(dbName)
+			if len(b.Docs) >= s.opts.MaxDocsPerBatch {
+				// A full batch: more is probably waiting. Read it while
+				// the worker is busy with this one.
+				s.readAhead(b.end)
+			}
 			return b, nil
 		}
 		if b.Scanned > 0 {

@@ -24,6 +24,8 @@ func TestSubscriptionDefinitions(t *testing.T) {
 		{name: "state no name", method: "GET", url: "/databases/s/subscriptions/state", status: 400},
 		{name: "update", method: "POST", url: "/databases/s/subscriptions/update", body: `{"Name":"OrdersSub","Query":"from Orders where Total > 20","Disabled":true,"ChangeVector":"DoNotChange"}`, status: 200, contains: []string{`"Name":"OrdersSub"`}},
 		{name: "updated", method: "GET", url: "/databases/s/subscriptions/state?name=orderssub", status: 200, contains: []string{`Total \u003e 20`, `"Disabled":true`}},
+		{name: "partial update", method: "POST", url: "/databases/s/subscriptions/update", body: `{"Name":"OrdersSub","Query":"from Orders where Total > 30"}`, status: 200},
+		{name: "still disabled", method: "GET", url: "/databases/s/subscriptions/state?name=OrdersSub", status: 200, contains: []string{`Total \u003e 30`, `"Disabled":true`}},
 		{name: "update bad query", method: "POST", url: "/databases/s/subscriptions/update", body: `{"Name":"OrdersSub","Query":"form Orders"}`, status: 400, contains: []string{"position 0"}},
 		{name: "drop", method: "POST", url: "/databases/s/subscriptions/drop?name=OrdersSub", status: 204},
 		{name: "drop unknown", method: "POST", url: "/databases/s/subscriptions/drop?name=nope", status: 404},

@@ -41,8 +41,8 @@ type Options struct {
 	Query                          string
 	ChangeVector                   *string
 	MentorNode                     string
-	PinToMentorNode                bool
-	Disabled                       bool
+	PinToMentorNode                *bool // nil: unchanged by an update
+	Disabled                       *bool // nil: unchanged by an update
 	ArchivedDataProcessingBehavior string
 	ID                             *int64 `json:"Id"` // updates may name the subscription by id
 }
@@ -76,13 +76,13 @@ func FromOptions(o Options, now time.Time) (Definition, error) {
 	if start == DoNotChange {
 		return Definition{}, dberr.New(dberr.BadRequest, "DoNotChange is only for updates")
 	}
-	return Definition{Query: o.Query, Collection: coll, Start: start, Disabled: o.Disabled, MentorNode: o.MentorNode,
-		PinToMentorNode: o.PinToMentorNode, ArchivedDataProcessingBehavior: o.ArchivedDataProcessingBehavior, Created: now.UTC()}, nil
+	return Definition{Query: o.Query, Collection: coll, Start: start, Disabled: o.Disabled != nil && *o.Disabled, MentorNode: o.MentorNode,
+		PinToMentorNode: o.PinToMentorNode != nil && *o.PinToMentorNode, ArchivedDataProcessingBehavior: o.ArchivedDataProcessingBehavior, Created: now.UTC()}, nil
 }
 
 // Update applies an update request to a definition: a new query, a new
 // starting point (which resets the position) unless DoNotChange or absent,
-// and the flags.
+// and the flags that were sent (a partial update keeps the others).
 func (d Definition) Update(o Options) (Definition, error) {
 	if o.Query != "" && o.Query != d.Query {
 		coll, err := Check(o.Query)
@@ -94,11 +94,15 @@ func (d Definition) Update(o Options) (Definition, error) {
 	if o.ChangeVector != nil && *o.ChangeVector != DoNotChange && *o.ChangeVector != "" {
 		d.Start = *o.ChangeVector
 	}
-	d.Disabled = o.Disabled
+	if o.Disabled != nil {
+		d.Disabled = *o.Disabled
+	}
 	if o.MentorNode != "" {
 		d.MentorNode = o.MentorNode
 	}
-	d.PinToMentorNode = o.PinToMentorNode
+	if o.PinToMentorNode != nil {
+		d.PinToMentorNode = *o.PinToMentorNode
+	}
 	return d, nil
 }
 

@@ -107,7 +107,11 @@ func resolveStart(ctx context.Context, db *storage.DB, def subscriptions.Definit
 // findSubscription finds a subscription by name, or by id when the name is
 // empty and id is given (updates may name it either way).
 func (a *API) findSubscription(db, name string, id *int64) (cluster.Subscription, subscriptions.Definition, error) {
-	for _, s := range a.Cluster.Subscriptions(db) {
+	return findSubscription(a.Cluster, db, name, id)
+}
+
+func findSubscription(cl *cluster.Cluster, db, name string, id *int64) (cluster.Subscription, subscriptions.Definition, error) {
+	for _, s := range cl.Subscriptions(db) {
 		if (name != "" && strings.EqualFold(s.Name, name)) || (name == "" && id != nil && *id == s.ID) {
 			d, err := subscriptions.Parse(s.Data)
 			return s, d, err
@@ -163,14 +167,21 @@ func (a *API) deleteSubscription(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s, _, err := a.findSubscription(db.Name(), name, nil)
-	if err != nil {
-		return err
-	}
-	if _, err := a.Cluster.DeleteSubscription(c.Request().Context(), db.Name(), s.Name); err != nil {
+	if err := DeleteSubscription(c.Request().Context(), a.Cluster, db.Name(), name); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// DeleteSubscription deletes a subscription by name (its workers are closed
+// when the cluster state changes).
+func DeleteSubscription(ctx context.Context, cl *cluster.Cluster, db, name string) error {
+	s, _, err := findSubscription(cl, db, name, nil)
+	if err != nil {
+		return err
+	}
+	_, err = cl.DeleteSubscription(ctx, db, s.Name)
+	return err
 }
 
 // dropSubscriptionConnections disconnects a subscription's worker; the
@@ -180,12 +191,20 @@ func (a *API) dropSubscriptionConnections(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s, _, err := a.findSubscription(db.Name(), name, nil)
-	if err != nil {
+	if _, err := DropSubscriptionConnections(a.Cluster, a.Subscriptions, db.Name(), name); err != nil {
 		return err
 	}
-	a.Subscriptions.Drop(db.Name(), s.Name)
 	return c.NoContent(http.StatusNoContent)
+}
+
+// DropSubscriptionConnections disconnects a subscription's worker and
+// reports whether one was connected.
+func DropSubscriptionConnections(cl *cluster.Cluster, m *subscriptions.Manager, db, name string) (bool, error) {
+	s, _, err := findSubscription(cl, db, name, nil)
+	if err != nil {
+		return false, err
+	}
+	return m.Drop(db, s.Name), nil
 }
 
 func (a *API) updateSubscription(c echo.Context) error {

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/rql"
 	"github.com/rookerydb/rookery/backend/storage"
@@ -172,7 +174,7 @@ func (a *API) setDisabled(c echo.Context, disabled bool) error {
 	if err != nil {
 		return err
 	}
-	if err := a.SetSubscriptionDisabled(c, db.Name(), name, nil, disabled); err != nil {
+	if err := SetSubscriptionDisabled(c.Request().Context(), a.Cluster, db.Name(), name, nil, disabled); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -180,8 +182,8 @@ func (a *API) setDisabled(c echo.Context, disabled bool) error {
 
 // SetSubscriptionDisabled disables or enables a subscription (by name, or
 // by id when name is empty); connected workers are closed.
-func (a *API) SetSubscriptionDisabled(c echo.Context, db, name string, id *int64, disabled bool) error {
-	s, d, err := a.findSubscription(db, name, id)
+func SetSubscriptionDisabled(ctx context.Context, cl *cluster.Cluster, db, name string, id *int64, disabled bool) error {
+	s, d, err := findSubscription(cl, db, name, id)
 	if err != nil {
 		return err
 	}
@@ -190,7 +192,7 @@ func (a *API) SetSubscriptionDisabled(c echo.Context, db, name string, id *int64
 	}
 	d.Disabled = disabled
 	raw, _ := json.Marshal(d)
-	_, err = a.Cluster.UpdateSubscription(c.Request().Context(), db, s.Name, raw, nil)
+	_, err = cl.UpdateSubscription(ctx, db, s.Name, raw, nil)
 	return err
 }
 
@@ -222,7 +224,7 @@ func (a *API) toggleTask(c echo.Context) error {
 	if name == "" && id == nil {
 		return dberr.New(dberr.BadRequest, "Give key or taskName")
 	}
-	if err := a.SetSubscriptionDisabled(c, db.Name(), name, id, disable); err != nil {
+	if err := SetSubscriptionDisabled(c.Request().Context(), a.Cluster, db.Name(), name, id, disable); err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, map[string]any{"TaskId": id, "RaftCommandIndex": 0})
@@ -235,7 +237,7 @@ func (a *API) disableFlaggedSubscriptions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	names, err := a.DisableFlagged(c, db.Name(), c.QueryParam("rule"))
+	names, err := DisableFlagged(c.Request().Context(), a.Cluster, a.Subscriptions, db.Name(), c.QueryParam("rule"))
 	if err != nil {
 		return err
 	}
@@ -244,8 +246,8 @@ func (a *API) disableFlaggedSubscriptions(c echo.Context) error {
 
 // DisableFlagged disables the flagged subscriptions that are enabled and
 // returns their names.
-func (a *API) DisableFlagged(c echo.Context, db, rule string) ([]string, error) {
-	r := a.Subscriptions.Report(c.Request().Context(), db)
+func DisableFlagged(ctx context.Context, cl *cluster.Cluster, m *subscriptions.Manager, db, rule string) ([]string, error) {
+	r := m.Report(ctx, db)
 	names := []string{}
 	for _, st := range r.Subscriptions {
 		if st.Disabled || len(st.Flags) == 0 {
@@ -258,7 +260,7 @@ func (a *API) DisableFlagged(c echo.Context, db, rule string) ([]string, error) 
 		if !match {
 			continue
 		}
-		if err := a.SetSubscriptionDisabled(c, db, st.Name, nil, true); err != nil && !dberr.Is(err, dberr.NotFound) {
+		if err := SetSubscriptionDisabled(ctx, cl, db, st.Name, nil, true); err != nil && !dberr.Is(err, dberr.NotFound) {
 			return names, err
 		}
 		names = append(names, st.Name)
@@ -306,12 +308,19 @@ func (a *API) setSubscriptionThresholds(c echo.Context) error {
 	if err := dec.Decode(&t); err != nil {
 		return dberr.New(dberr.BadRequest, "Invalid thresholds: %v", err)
 	}
+	if err := SetSubscriptionThresholds(c.Request().Context(), a.Cluster, db.Name(), t); err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, a.Subscriptions.Thresholds(db.Name()))
+}
+
+// SetSubscriptionThresholds stores a database's monitor thresholds (unset
+// or zero fields take the defaults).
+func SetSubscriptionThresholds(ctx context.Context, cl *cluster.Cluster, db string, t subscriptions.Thresholds) error {
 	if t.ScanShare < 0 || t.ScanShare > 1 {
 		return dberr.New(dberr.BadRequest, "ScanShare is a fraction between 0 and 1")
 	}
 	raw, _ := json.Marshal(t)
-	if _, err := a.Cluster.SetSetting(c.Request().Context(), db.Name(), subscriptions.SettingKey, raw); err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, a.Subscriptions.Thresholds(db.Name()))
+	_, err := cl.SetSetting(ctx, db, subscriptions.SettingKey, raw)
+	return err
 }

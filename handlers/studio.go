@@ -208,6 +208,19 @@ func redirectFlash(c echo.Context, to, flash string, isError bool) error {
 	return c.Redirect(http.StatusSeeOther, u.String())
 }
 
+// restOfPath is the part of the path a route's * matched, unescaped: ids
+// and names may hold slashes, which links send as %2F (the router then
+// matches the escaped path).
+func restOfPath(c echo.Context) string {
+	rest := c.Param("*")
+	if c.Request().URL.RawPath != "" {
+		if u, err := url.PathUnescape(rest); err == nil {
+			rest = u
+		}
+	}
+	return rest
+}
+
 // studioDB resolves the :db parameter of a studio page.
 func (s *Studio) studioDB(c echo.Context) (*storage.DB, error) {
 	return s.Catalog.Get(c.Param("db"))

@@ -533,13 +533,7 @@ func (s *Studio) conflictDocPage(c echo.Context) error {
 
 // conflictDocByPath serves GET /studio/db/{db}/conflicts/{id...}.
 func (s *Studio) conflictDocByPath(c echo.Context) error {
-	id := c.Param("*")
-	if c.Request().URL.RawPath != "" {
-		if u, err := url.PathUnescape(id); err == nil {
-			id = u
-		}
-	}
-	return s.showConflictDoc(c, id)
+	return s.showConflictDoc(c, restOfPath(c))
 }
 
 const changedMeanwhile = "Not resolved: the conflict changed since you opened it (another version arrived, or someone resolved it)."

@@ -183,17 +183,21 @@ func (a *API) setDisabled(c echo.Context, disabled bool) error {
 // SetSubscriptionDisabled disables or enables a subscription (by name, or
 // by id when name is empty); connected workers are closed.
 func SetSubscriptionDisabled(ctx context.Context, cl *cluster.Cluster, db, name string, id *int64, disabled bool) error {
+	_, err := setSubscriptionDisabled(ctx, cl, db, name, id, disabled)
+	return err
+}
+
+// setSubscriptionDisabled also tells whether the subscription changed (it
+// was not already in that state).
+func setSubscriptionDisabled(ctx context.Context, cl *cluster.Cluster, db, name string, id *int64, disabled bool) (bool, error) {
 	s, d, err := findSubscription(cl, db, name, id)
-	if err != nil {
-		return err
-	}
-	if d.Disabled == disabled {
-		return nil
+	if err != nil || d.Disabled == disabled {
+		return false, err
 	}
 	d.Disabled = disabled
 	raw, _ := json.Marshal(d)
 	_, err = cl.UpdateSubscription(ctx, db, s.Name, raw, nil)
-	return err
+	return err == nil, err
 }
 
 // toggleTask is RavenDB's ongoing-task toggle
@@ -260,10 +264,15 @@ func DisableFlagged(ctx context.Context, cl *cluster.Cluster, m *subscriptions.M
 		if !match {
 			continue
 		}
-		if err := SetSubscriptionDisabled(ctx, cl, db, st.Name, nil, true); err != nil && !dberr.Is(err, dberr.NotFound) {
+		// The report is up to a second old: one disabled or deleted since
+		// is not counted.
+		changed, err := setSubscriptionDisabled(ctx, cl, db, st.Name, nil, true)
+		if err != nil && !dberr.Is(err, dberr.NotFound) {
 			return names, err
 		}
-		names = append(names, st.Name)
+		if changed {
+			names = append(names, st.Name)
+		}
 	}
 	return names, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
+	"github.com/rookerydb/rookery/backend/subscriptions"
 	"github.com/rookerydb/rookery/views"
 )
 
@@ -40,6 +41,9 @@ type Studio struct {
 	// Replication reads the node's replication senders; nil when the node
 	// has none.
 	Replication ReplicationSource
+	// Subscriptions runs the subscription workers and their monitor; nil
+	// leaves the Subscriptions pages empty.
+	Subscriptions *subscriptions.Manager
 
 	live  map[string]LiveFunc
 	ticks map[string]bool
@@ -88,6 +92,7 @@ func (s *Studio) Register(e *echo.Echo) {
 	s.registerStats(db)
 	s.registerConflicts(db)
 	s.registerReplication(db)
+	s.registerSubscriptions(db)
 }
 
 // LiveFragments renders the live regions of a page; the notification area is

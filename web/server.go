@@ -195,7 +195,7 @@ func New(cfg Config) (*Server, error) {
 	s.reg.MustRegister(subscriptionCollector{s})
 	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs}
 	api.Register(e)
-	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}}
+	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs}
 	s.studio.Register(e)
 	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
 	s.bulk.OnChange = s.hub.Notify

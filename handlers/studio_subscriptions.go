@@ -41,33 +41,13 @@ func (s *Studio) registerSubscriptions(g *echo.Group) {
 	s.addLive("subscription", s.subscriptionLive, true)
 }
 
-// subscriptionsData is the monitor's report (its figures are sampled about
-// once a second) with each subscription's definition as the cluster state
-// holds it now, so the page after an action shows its effect at once: a
-// deleted subscription is gone, a disabled one disabled.
+// subscriptionsData is the monitor's report (current definitions, figures
+// sampled about once a second).
 func (s *Studio) subscriptionsData(ctx context.Context, db string) views.SubscriptionsData {
 	d := views.SubscriptionsData{DB: db}
-	if s.Subscriptions == nil {
-		return d
+	if s.Subscriptions != nil {
+		d.Enabled, d.Report = true, s.Subscriptions.Report(ctx, db)
 	}
-	d.Enabled, d.Report = true, s.Subscriptions.Report(ctx, db)
-	if s.Cluster == nil {
-		return d
-	}
-	current := map[string]subscriptions.Definition{}
-	for _, sub := range s.Cluster.Subscriptions(db) {
-		if def, err := subscriptions.Parse(sub.Data); err == nil {
-			current[strings.ToLower(sub.Name)] = def
-		}
-	}
-	rows := make([]subscriptions.Stats, 0, len(d.Report.Subscriptions))
-	for _, st := range d.Report.Subscriptions {
-		if def, ok := current[strings.ToLower(st.Name)]; ok {
-			st.Disabled, st.Query = def.Disabled, def.Query
-			rows = append(rows, st)
-		}
-	}
-	d.Report.Subscriptions = rows
 	return d
 }
 
@@ -83,7 +63,7 @@ func (s *Studio) subscriptionDetail(ctx context.Context, db, name string) views.
 }
 
 // subscriptionsPage serves GET /studio/db/{db}/subscriptions; with
-// ?query= it also runs the query as a test (TryQuery: nothing is created).
+// ?query= it also runs the query as a test (subscriptions.Try: nothing is created).
 func (s *Studio) subscriptionsPage(c echo.Context) error {
 	db, err := s.studioDB(c)
 	if err != nil {
@@ -115,7 +95,7 @@ func (s *Studio) tryQuery(c echo.Context, db *storage.DB, t *views.SubTry, q url
 	if n, err := strconv.Atoi(q.Get("pageSize")); err == nil && n > 0 {
 		t.PageSize = min(n, subTryMax)
 	}
-	docs, scanned, err := TryQuery(c, db, t.Query, t.PageSize)
+	docs, scanned, err := subscriptions.Try(c.Request().Context(), db, t.Query, t.PageSize)
 	if err != nil {
 		if errors.Is(err, context.Canceled) || dberr.KindOf(err) != dberr.BadRequest {
 			return err
@@ -191,24 +171,24 @@ func (s *Studio) subscriptionsAction(c echo.Context) error {
 	var msg string
 	switch action {
 	case "disable", "enable":
-		err = SetSubscriptionDisabled(ctx, s.Cluster, db.Name(), name, nil, action == "disable")
+		_, err = s.Subscriptions.SetDisabled(ctx, db.Name(), name, nil, action == "disable")
 		msg = "Subscription " + name + " " + action + "d."
 		if action == "disable" {
 			msg += " Its worker was disconnected and is told not to reconnect."
 		}
 	case "drop":
 		var dropped bool
-		if dropped, err = DropSubscriptionConnections(s.Cluster, s.Subscriptions, db.Name(), name); !dropped {
+		if dropped, err = s.Subscriptions.Drop(db.Name(), name); !dropped {
 			msg = "No worker was connected to " + name + "."
 		} else {
 			msg = "Dropped the worker of " + name + "; it is told not to reconnect."
 		}
 	case "delete":
-		err = DeleteSubscription(ctx, s.Cluster, db.Name(), name)
+		err = s.Subscriptions.Delete(ctx, db.Name(), name)
 		msg = "Subscription " + name + " deleted."
 	case "disable-flagged":
 		var names []string
-		names, err = DisableFlagged(ctx, s.Cluster, s.Subscriptions, db.Name(), "")
+		names, err = s.Subscriptions.DisableFlagged(ctx, db.Name(), "")
 		msg = "No enabled subscription is flagged; nothing was disabled."
 		if len(names) > 0 {
 			msg = "Disabled " + strconv.Itoa(len(names)) + " flagged: " + strings.Join(names, ", ") + "."
@@ -216,7 +196,7 @@ func (s *Studio) subscriptionsAction(c echo.Context) error {
 	case "thresholds":
 		var t subscriptions.Thresholds
 		if t, err = thresholdsForm(c.Request().PostForm); err == nil {
-			err = SetSubscriptionThresholds(ctx, s.Cluster, db.Name(), t)
+			err = s.Subscriptions.SetThresholds(ctx, db.Name(), t)
 		}
 		back += "#thresholds"
 		msg = "Thresholds saved."

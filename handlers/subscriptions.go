@@ -104,22 +104,6 @@ func resolveStart(ctx context.Context, db *storage.DB, def subscriptions.Definit
 	return def.Start, nil
 }
 
-// findSubscription finds a subscription by name, or by id when the name is
-// empty and id is given (updates may name it either way).
-func (a *API) findSubscription(db, name string, id *int64) (cluster.Subscription, subscriptions.Definition, error) {
-	return findSubscription(a.Cluster, db, name, id)
-}
-
-func findSubscription(cl *cluster.Cluster, db, name string, id *int64) (cluster.Subscription, subscriptions.Definition, error) {
-	for _, s := range cl.Subscriptions(db) {
-		if (name != "" && strings.EqualFold(s.Name, name)) || (name == "" && id != nil && *id == s.ID) {
-			d, err := subscriptions.Parse(s.Data)
-			return s, d, err
-		}
-	}
-	return cluster.Subscription{}, subscriptions.Definition{}, dberr.New(dberr.NotFound, "Subscription '%s' does not exist", name)
-}
-
 func (a *API) listSubscriptions(c echo.Context) error {
 	db, err := a.db(c)
 	if err != nil {
@@ -148,7 +132,7 @@ func (a *API) subscriptionState(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s, d, err := a.findSubscription(db.Name(), name, nil)
+	s, d, err := a.Subscriptions.Find(db.Name(), name, nil)
 	if dberr.Is(err, dberr.NotFound) {
 		return c.NoContent(http.StatusNotFound) // as RavenDB: an empty 404
 	}
@@ -167,21 +151,10 @@ func (a *API) deleteSubscription(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := DeleteSubscription(c.Request().Context(), a.Cluster, db.Name(), name); err != nil {
+	if err := a.Subscriptions.Delete(c.Request().Context(), db.Name(), name); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
-}
-
-// DeleteSubscription deletes a subscription by name (its workers are closed
-// when the cluster state changes).
-func DeleteSubscription(ctx context.Context, cl *cluster.Cluster, db, name string) error {
-	s, _, err := findSubscription(cl, db, name, nil)
-	if err != nil {
-		return err
-	}
-	_, err = cl.DeleteSubscription(ctx, db, s.Name)
-	return err
 }
 
 // dropSubscriptionConnections disconnects a subscription's worker; the
@@ -191,20 +164,10 @@ func (a *API) dropSubscriptionConnections(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := DropSubscriptionConnections(a.Cluster, a.Subscriptions, db.Name(), name); err != nil {
+	if _, err := a.Subscriptions.Drop(db.Name(), name); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
-}
-
-// DropSubscriptionConnections disconnects a subscription's worker and
-// reports whether one was connected.
-func DropSubscriptionConnections(cl *cluster.Cluster, m *subscriptions.Manager, db, name string) (bool, error) {
-	s, _, err := findSubscription(cl, db, name, nil)
-	if err != nil {
-		return false, err
-	}
-	return m.Drop(db, s.Name), nil
 }
 
 func (a *API) updateSubscription(c echo.Context) error {
@@ -216,7 +179,7 @@ func (a *API) updateSubscription(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	found, d, err := a.findSubscription(db.Name(), o.Name, o.ID)
+	found, d, err := a.Subscriptions.Find(db.Name(), o.Name, o.ID)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,10 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
-	"github.com/rookerydb/rookery/backend/rql"
-	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/backend/subscriptions"
 )
 
@@ -31,7 +27,7 @@ func (a *API) remoteTaskTCP(c echo.Context) error {
 	tag, base := a.NodeTag, a.URL()
 	if task := c.QueryParam("remote-task"); task != "" {
 		// A subscription with a mentor node is served there.
-		if _, d, ok := a.Subscriptions.Find(c.QueryParam("database"), task); ok && d.MentorNode != "" {
+		if _, d, err := a.Subscriptions.Find(c.QueryParam("database"), task, nil); err == nil && d.MentorNode != "" {
 			for _, n := range a.Cluster.Nodes() {
 				if n.Tag == d.MentorNode && n.URL != "" {
 					tag, base = n.Tag, n.URL
@@ -74,7 +70,7 @@ func (a *API) subscriptionConnectionDetails(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s, _, err := a.findSubscription(db.Name(), name, nil)
+	s, _, err := a.Subscriptions.Find(db.Name(), name, nil)
 	if err != nil {
 		return err
 	}
@@ -112,58 +108,11 @@ func (a *API) trySubscription(c echo.Context) error {
 	if s := c.QueryParam("pageSize"); s != "" && body.PageSize == 0 {
 		body.PageSize, _ = strconv.Atoi(s)
 	}
-	docs, scanned, err := TryQuery(c, db, body.Query, body.PageSize)
+	docs, scanned, err := subscriptions.Try(c.Request().Context(), db, body.Query, body.PageSize)
 	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, map[string]any{"Results": docs, "Scanned": scanned})
-}
-
-// TryQuery returns up to pageSize (default 10, at most 1024) documents
-// matching query, in etag order, reading at most 100,000 documents.
-func TryQuery(c echo.Context, db *storage.DB, query string, pageSize int) ([]json.RawMessage, int, error) {
-	if _, err := subscriptions.Check(query); err != nil {
-		return nil, 0, err
-	}
-	q, _ := rql.Parse(query)
-	if pageSize <= 0 {
-		pageSize = 10
-	}
-	pageSize = min(pageSize, 1024)
-	out := []json.RawMessage{}
-	scanned := 0
-	done := dberr.New(dberr.Internal, "done")
-	err := db.ScanCollection(c.Request().Context(), q.Collection, 0, 100_000, func(d *storage.Document) error {
-		scanned++
-		doc := rql.Doc{ID: d.ID}
-		if q.Where != nil || len(q.Select) > 0 {
-			if json.Unmarshal(d.Body, &doc.Body) != nil {
-				return nil
-			}
-		}
-		ok, err := q.Match(doc, nil)
-		if err != nil {
-			return dberr.New(dberr.BadRequest, "Query: %v", err)
-		}
-		if !ok {
-			return nil
-		}
-		if p := q.Project(doc); p != nil {
-			p["@metadata"] = map[string]any{"@id": d.ID, "@projection": true}
-			b, _ := json.Marshal(p)
-			out = append(out, b)
-		} else {
-			out = append(out, d.AppendJSON(nil))
-		}
-		if len(out) >= pageSize {
-			return done
-		}
-		return nil
-	})
-	if err != nil && err != done {
-		return nil, 0, err
-	}
-	return out, scanned, nil
 }
 
 func (a *API) enableSubscription(c echo.Context) error  { return a.setDisabled(c, false) }
@@ -174,30 +123,10 @@ func (a *API) setDisabled(c echo.Context, disabled bool) error {
 	if err != nil {
 		return err
 	}
-	if err := SetSubscriptionDisabled(c.Request().Context(), a.Cluster, db.Name(), name, nil, disabled); err != nil {
+	if _, err := a.Subscriptions.SetDisabled(c.Request().Context(), db.Name(), name, nil, disabled); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
-}
-
-// SetSubscriptionDisabled disables or enables a subscription (by name, or
-// by id when name is empty); connected workers are closed.
-func SetSubscriptionDisabled(ctx context.Context, cl *cluster.Cluster, db, name string, id *int64, disabled bool) error {
-	_, err := setSubscriptionDisabled(ctx, cl, db, name, id, disabled)
-	return err
-}
-
-// setSubscriptionDisabled also tells whether the subscription changed (it
-// was not already in that state).
-func setSubscriptionDisabled(ctx context.Context, cl *cluster.Cluster, db, name string, id *int64, disabled bool) (bool, error) {
-	s, d, err := findSubscription(cl, db, name, id)
-	if err != nil || d.Disabled == disabled {
-		return false, err
-	}
-	d.Disabled = disabled
-	raw, _ := json.Marshal(d)
-	_, err = cl.UpdateSubscription(ctx, db, s.Name, raw, nil)
-	return err == nil, err
 }
 
 // toggleTask is RavenDB's ongoing-task toggle
@@ -228,7 +157,7 @@ func (a *API) toggleTask(c echo.Context) error {
 	if name == "" && id == nil {
 		return dberr.New(dberr.BadRequest, "Give key or taskName")
 	}
-	if err := SetSubscriptionDisabled(c.Request().Context(), a.Cluster, db.Name(), name, id, disable); err != nil {
+	if _, err := a.Subscriptions.SetDisabled(c.Request().Context(), db.Name(), name, id, disable); err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, map[string]any{"TaskId": id, "RaftCommandIndex": 0})
@@ -241,40 +170,11 @@ func (a *API) disableFlaggedSubscriptions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	names, err := DisableFlagged(c.Request().Context(), a.Cluster, a.Subscriptions, db.Name(), c.QueryParam("rule"))
+	names, err := a.Subscriptions.DisableFlagged(c.Request().Context(), db.Name(), c.QueryParam("rule"))
 	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, map[string]any{"Disabled": names})
-}
-
-// DisableFlagged disables the flagged subscriptions that are enabled and
-// returns their names.
-func DisableFlagged(ctx context.Context, cl *cluster.Cluster, m *subscriptions.Manager, db, rule string) ([]string, error) {
-	r := m.Report(ctx, db)
-	names := []string{}
-	for _, st := range r.Subscriptions {
-		if st.Disabled || len(st.Flags) == 0 {
-			continue
-		}
-		match := rule == ""
-		for _, f := range st.Flags {
-			match = match || f.Rule == rule
-		}
-		if !match {
-			continue
-		}
-		// The report is up to a second old: one disabled or deleted since
-		// is not counted.
-		changed, err := setSubscriptionDisabled(ctx, cl, db, st.Name, nil, true)
-		if err != nil && !dberr.Is(err, dberr.NotFound) {
-			return names, err
-		}
-		if changed {
-			names = append(names, st.Name)
-		}
-	}
-	return names, nil
 }
 
 // subscriptionMonitor is every subscription's live figures, status and
@@ -317,19 +217,8 @@ func (a *API) setSubscriptionThresholds(c echo.Context) error {
 	if err := dec.Decode(&t); err != nil {
 		return dberr.New(dberr.BadRequest, "Invalid thresholds: %v", err)
 	}
-	if err := SetSubscriptionThresholds(c.Request().Context(), a.Cluster, db.Name(), t); err != nil {
+	if err := a.Subscriptions.SetThresholds(c.Request().Context(), db.Name(), t); err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, a.Subscriptions.Thresholds(db.Name()))
-}
-
-// SetSubscriptionThresholds stores a database's monitor thresholds (unset
-// or zero fields take the defaults).
-func SetSubscriptionThresholds(ctx context.Context, cl *cluster.Cluster, db string, t subscriptions.Thresholds) error {
-	if t.ScanShare < 0 || t.ScanShare > 1 {
-		return dberr.New(dberr.BadRequest, "ScanShare is a fraction between 0 and 1")
-	}
-	raw, _ := json.Marshal(t)
-	_, err := cl.SetSetting(ctx, db, subscriptions.SettingKey, raw)
-	return err
 }

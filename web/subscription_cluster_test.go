@@ -86,7 +86,7 @@ func TestSubscriptionsAcrossTheCluster(t *testing.T) {
 	for _, n := range nodes {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			sub, _, _ := n.srv.subs.Find("rep", "s")
+			sub, _, _ := n.srv.subs.Find("rep", "s", nil)
 			if subscriptions.ParseProgress(sub.Progress).Etag(bdb.DatabaseID()) > 0 {
 				break
 			}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/backend/subscriptions"
 )
@@ -338,7 +339,7 @@ func appendBatch(buf []byte, b *subscriptions.Batch) []byte {
 		buf = append(buf, d.JSON...)
 		if d.Err != "" {
 			buf = append(buf, `,"Exception":`...)
-			buf = storageString(buf, d.Err)
+			buf = document.AppendString(buf, d.Err)
 		}
 		buf = append(buf, '}')
 	}
@@ -347,11 +348,6 @@ func appendBatch(buf []byte, b *subscriptions.Batch) []byte {
 		buf = append(buf, inc...)
 	}
 	return append(buf, `{"Type":"EndOfBatch"}`...)
-}
-
-func storageString(buf []byte, s string) []byte {
-	b, _ := json.Marshal(s)
-	return append(buf, b...)
 }
 
 // writeStatus tells the worker why it cannot go on.

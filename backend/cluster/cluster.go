@@ -508,5 +508,10 @@ func (c *Cluster) DeleteSubscription(ctx context.Context, db, name string) (Resu
 	return c.applyAndWait(ctx, Command{Op: opSubDelete, Name: db, Key: name})
 }
 
+// Subscription finds one subscription by name (case-insensitive).
+func (c *Cluster) Subscription(db, name string) (Subscription, bool) {
+	return c.fsm.subscription(db, name)
+}
+
 // Subscriptions lists a database's subscriptions in creation order.
 func (c *Cluster) Subscriptions(db string) []Subscription { return c.fsm.subscriptions(db) }

@@ -418,6 +418,16 @@ func (f *fsm) topologyEtag() int64 {
 	return f.st.TopologyEtag
 }
 
+func (f *fsm) subscription(db, name string) (Subscription, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s, ok := f.st.Subscriptions[subscriptionKey(db, name)]
+	if !ok {
+		return Subscription{}, false
+	}
+	return *s, true
+}
+
 func (f *fsm) subscriptions(db string) []Subscription {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

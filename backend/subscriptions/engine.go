@@ -12,7 +12,6 @@ import (
 
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
-	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/rql"
 	"github.com/rookerydb/rookery/backend/storage"
 )
@@ -32,9 +31,12 @@ type DB interface {
 // Store keeps definitions and progress: the cluster state.
 type Store interface {
 	Subscriptions(db string) []cluster.Subscription
+	Subscription(db, name string) (cluster.Subscription, bool)
 	SubscriptionProgress(ctx context.Context, db, name string, expect, next json.RawMessage) (cluster.Result, error)
 	UpdateSubscription(ctx context.Context, db, name string, data, progress json.RawMessage) (cluster.Result, error)
+	DeleteSubscription(ctx context.Context, db, name string) (cluster.Result, error)
 	Setting(db, key string) json.RawMessage
+	SetSetting(ctx context.Context, db, key string, value json.RawMessage) (cluster.Result, error)
 }
 
 // Strategies a worker may connect with.
@@ -172,20 +174,6 @@ func (m *Manager) changed(db string) {
 	}
 }
 
-// Find returns a subscription's record by name (case-insensitive).
-func (m *Manager) Find(db, name string) (cluster.Subscription, Definition, bool) {
-	for _, s := range m.store.Subscriptions(db) {
-		if strings.EqualFold(s.Name, name) {
-			d, err := Parse(s.Data)
-			if err != nil {
-				return s, d, false
-			}
-			return s, d, true
-		}
-	}
-	return cluster.Subscription{}, Definition{}, false
-}
-
 // Session is one worker's connection to a subscription.
 type Session struct {
 	m       *Manager
@@ -249,8 +237,8 @@ func (m *Manager) Open(ctx context.Context, dbName, name string, o ConnectOption
 	if err != nil {
 		return nil, &StatusError{Status: StatusNotFound, Msg: fmt.Sprintf("Database '%s' does not exist", dbName)}
 	}
-	sub, def, ok := m.Find(db.Name(), name)
-	if !ok {
+	sub, def, err := m.Find(db.Name(), name, nil)
+	if err != nil {
 		return nil, &StatusError{Status: StatusNotFound, Msg: fmt.Sprintf("Subscription '%s' does not exist in database '%s'", name, db.Name())}
 	}
 	if def.Disabled {
@@ -290,7 +278,7 @@ func (m *Manager) Open(ctx context.Context, dbName, name string, o ConnectOption
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if _, def, ok = m.Find(db.Name(), name); !ok {
+		if _, def, err = m.Find(db.Name(), name, nil); err != nil {
 			return nil, &StatusError{Status: StatusNotFound, Msg: fmt.Sprintf("Subscription '%s' does not exist", name)}
 		}
 		if def.Disabled {
@@ -343,10 +331,8 @@ func (s *Session) Kick(err error) {
 }
 
 func (s *Session) current() (cluster.Subscription, error) {
-	for _, sub := range s.m.store.Subscriptions(s.db.Name()) {
-		if strings.EqualFold(sub.Name, s.name) {
-			return sub, nil
-		}
+	if sub, ok := s.m.record(s.db.Name(), s.name, nil); ok {
+		return sub, nil
 	}
 	return cluster.Subscription{}, &StatusError{Status: StatusNotFound, Msg: fmt.Sprintf("Subscription '%s' was deleted", s.name)}
 }
@@ -441,37 +427,21 @@ func (s *Session) progressErr(err error) error {
 func (s *Session) read(ctx context.Context, after int64) (*Batch, error) {
 	b := &Batch{end: after}
 	q := s.query
-	needBody := q.Where != nil || len(q.Select) > 0 || len(q.Include) > 0
 	var includes []string
 	size := 0
 	full := errors.New("full")
 	err := s.db.ScanCollection(ctx, q.Collection, after, scanLimit(s.opts.MaxDocsPerBatch), func(d *storage.Document) error {
 		b.Scanned++
 		b.end = d.Etag
-		var doc rql.Doc
-		if needBody {
-			doc.ID = d.ID
-			if err := json.Unmarshal(d.Body, &doc.Body); err != nil {
-				b.Docs = append(b.Docs, Doc{ID: d.ID, Etag: d.Etag, JSON: metadataOnly(d), Err: "the stored document is not valid JSON: " + err.Error()})
-				return nil
-			}
-			ok, err := q.Match(doc, nil)
-			if err != nil {
-				b.Docs = append(b.Docs, Doc{ID: d.ID, Etag: d.Etag, JSON: metadataOnly(d), Err: err.Error()})
-				return nil
-			}
-			if !ok {
-				return nil
-			}
+		doc, ok, err := evaluate(q, d)
+		if err != nil {
+			b.Docs = append(b.Docs, Doc{ID: d.ID, Etag: d.Etag, JSON: metadataOnly(d), Err: err.Error()})
+			return nil
 		}
-		var out []byte
-		if p := q.Project(doc); p != nil {
-			p["@metadata"] = map[string]any{"@id": d.ID, "@change-vector": d.ChangeVector, "@collection": d.Collection,
-				"@projection": true, "@last-modified": document.FormatTime(d.LastModified)}
-			out, _ = json.Marshal(p)
-		} else {
-			out = d.AppendJSON(nil)
+		if !ok {
+			return nil
 		}
+		out := render(q, doc, d)
 		for _, path := range q.Include {
 			for _, v := range path.Values(doc) {
 				if id, ok := v.(string); ok && id != "" {
@@ -580,19 +550,23 @@ func (m *Manager) Reconcile() {
 
 // Drop ends the connections to a subscription (an operator's request).
 // It reports whether a worker was connected.
-func (m *Manager) Drop(db, name string) bool {
+func (m *Manager) Drop(db, name string) (bool, error) {
+	sub, ok := m.record(db, name, nil)
+	if !ok {
+		return false, dberr.New(dberr.NotFound, "Subscription '%s' does not exist", name)
+	}
 	m.mu.Lock()
-	l := m.subs[key(db, name)]
+	l := m.subs[key(db, sub.Name)]
 	var s *Session
 	if l != nil {
 		s = l.active
 	}
 	m.mu.Unlock()
 	if s == nil {
-		return false
+		return false, nil
 	}
-	s.Kick(&StatusError{Status: StatusClosed, Msg: fmt.Sprintf("The connection to subscription '%s' was dropped by an operator", name)})
-	return true
+	s.Kick(&StatusError{Status: StatusClosed, Msg: fmt.Sprintf("The connection to subscription '%s' was dropped by an operator", sub.Name)})
+	return true, nil
 }
 
 // LastConnection is when a worker last connected to the subscription on

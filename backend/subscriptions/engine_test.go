@@ -158,7 +158,7 @@ func TestDeliveryOrderAckAndRedelivery(t *testing.T) {
 	}
 	// Two batches acknowledged; the pass over orders/11 alone (etag 21,
 	// no match) was recorded without a batch.
-	sub, _, _ := e.m.Find("db", "big")
+	sub, _, _ := e.m.Find("db", "big", nil)
 	if p := subscriptions.ParseProgress(sub.Progress); p.Batches != 2 || p.Docs != 6 || p.Etag(e.db.DatabaseID()) != 21 {
 		t.Fatalf("progress %+v (etag %d)", p, p.Etag(e.db.DatabaseID()))
 	}
@@ -183,7 +183,7 @@ func TestSkippedDocumentsAreNotReadTwice(t *testing.T) {
 	}()
 	// The pass over the 50 documents is recorded before the session waits.
 	waitFor(t, func() bool {
-		sub, _, _ := e.m.Find("db", "none")
+		sub, _, _ := e.m.Find("db", "none", nil)
 		return subscriptions.ParseProgress(sub.Progress).Etag(e.db.DatabaseID()) == 50
 	})
 	e.put("orders/x", "Orders", `"Total":1000,`) // the only match
@@ -258,7 +258,7 @@ func TestReconcileEndsSessions(t *testing.T) {
 	e.create("s", "from Orders")
 	s := e.open("s", "", 10)
 	e.next(s)
-	sub, def, _ := e.m.Find("db", "s")
+	sub, def, _ := e.m.Find("db", "s", nil)
 	// Someone else moves the progress: the pending ack must fail.
 	if _, err := e.cl.SubscriptionProgress(e.ctx, "db", "s", sub.Progress, subscriptions.Progress{Vector: "A:1-" + e.db.DatabaseID()}.Raw()); err != nil {
 		t.Fatal(err)

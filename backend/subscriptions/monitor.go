@@ -237,12 +237,7 @@ func (m *Manager) backlog(ctx context.Context, db DB, q *rql.Query, query string
 		_ = db.ScanCollection(ctx, q.Collection, after, limit, func(d *storage.Document) error {
 			scanned++
 			if q.Where != nil {
-				var doc rql.Doc
-				doc.ID = d.ID
-				if json.Unmarshal(d.Body, &doc.Body) != nil {
-					return nil
-				}
-				if ok, _ := q.Match(doc, nil); !ok {
+				if _, ok, _ := evaluate(q, d); !ok {
 					return nil
 				}
 			}
@@ -284,7 +279,10 @@ func (m *Manager) Sample(ctx context.Context, dbs []string) {
 	m.mu.Unlock()
 }
 
-// Report returns a database's report, computed at most once a second.
+// Report returns a database's report. Its figures are computed at most
+// once a second (each computation is a sample of the windows); the
+// definitions are always current, so an action shows at once: a deleted
+// subscription is gone, a disabled or edited one shows as such.
 func (m *Manager) Report(ctx context.Context, db string) Report {
 	m.mu.Lock()
 	mon := m.mon[strings.ToLower(db)]
@@ -294,10 +292,28 @@ func (m *Manager) Report(ctx context.Context, db string) Report {
 		r = mon.report
 	}
 	m.mu.Unlock()
-	if fresh {
-		return r
+	if !fresh {
+		return m.compute(ctx, db)
 	}
-	return m.compute(ctx, db)
+	rows := make([]Stats, 0, len(r.Subscriptions))
+	for _, st := range r.Subscriptions {
+		sub, ok := m.store.Subscription(db, st.Name)
+		if !ok {
+			continue
+		}
+		if def, err := Parse(sub.Data); err == nil {
+			st.Disabled, st.Query = def.Disabled, def.Query
+		}
+		rows = append(rows, st)
+	}
+	findings := make([]Finding, 0, len(r.Findings))
+	for _, f := range r.Findings {
+		if _, ok := m.store.Subscription(db, f.Subscription); ok {
+			findings = append(findings, f)
+		}
+	}
+	r.Subscriptions, r.Findings = rows, findings
+	return r
 }
 
 func (m *Manager) compute(ctx context.Context, dbName string) Report {

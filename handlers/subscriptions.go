@@ -1,20 +1,14 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
-	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/backend/subscriptions"
 )
 
@@ -57,51 +51,11 @@ func (a *API) createSubscription(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	def, err := subscriptions.FromOptions(o, time.Now())
+	name, index, err := a.Subscriptions.Create(c.Request().Context(), db, o)
 	if err != nil {
 		return err
 	}
-	if def.Start, err = resolveStart(c.Request().Context(), db, def); err != nil {
-		return err
-	}
-	raw, _ := json.Marshal(def)
-	res, err := a.Cluster.CreateSubscription(c.Request().Context(), db.Name(), strings.TrimSpace(o.Name), raw)
-	if err == nil && def.Start != subscriptions.BeginningOfTime {
-		// The starting point is the first progress.
-		_, err = a.Cluster.SubscriptionProgress(c.Request().Context(), db.Name(), nameOr(o.Name, res.Value), nil, subscriptions.InitialProgress(def.Start, 0).Raw())
-	}
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusCreated, map[string]any{"Name": nameOr(o.Name, res.Value), "RaftCommandIndex": res.Index})
-}
-
-// nameOr is a subscription's name: the one given, or its id.
-func nameOr(name string, id int64) string {
-	if name = strings.TrimSpace(name); name != "" {
-		return name
-	}
-	return strconv.FormatInt(id, 10)
-}
-
-// resolveStart turns LastDocument into the change vector of the
-// collection's newest document on this copy (the subscription starts after
-// it); a literal change vector must parse.
-func resolveStart(ctx context.Context, db *storage.DB, def subscriptions.Definition) (string, error) {
-	switch def.Start {
-	case subscriptions.BeginningOfTime:
-		return def.Start, nil
-	case subscriptions.LastDocument:
-		last, err := db.CollectionLastEtag(ctx, def.Collection)
-		if err != nil {
-			return "", err
-		}
-		return subscriptions.Progress{}.Advanced(db.NodeTag(), db.DatabaseID(), last).Vector, nil
-	}
-	if _, err := changevector.Parse(def.Start); err != nil {
-		return "", dberr.New(dberr.BadRequest, "ChangeVector must be BeginningOfTime, LastDocument, DoNotChange or a change vector: %v", err)
-	}
-	return def.Start, nil
+	return writeJSON(c, http.StatusCreated, map[string]any{"Name": name, "RaftCommandIndex": index})
 }
 
 func (a *API) listSubscriptions(c echo.Context) error {
@@ -179,30 +133,9 @@ func (a *API) updateSubscription(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	found, d, err := a.Subscriptions.Find(db.Name(), o.Name, o.ID)
+	name, index, err := a.Subscriptions.Update(c.Request().Context(), db, o)
 	if err != nil {
 		return err
 	}
-	if d, err = d.Update(o); err != nil {
-		return err
-	}
-	var progress json.RawMessage
-	if o.ChangeVector != nil && *o.ChangeVector != "" && *o.ChangeVector != subscriptions.DoNotChange {
-		// A new starting point: the progress starts over from it.
-		if d.Start, err = resolveStart(c.Request().Context(), db, d); err != nil {
-			return err
-		}
-		old := subscriptions.ParseProgress(found.Progress)
-		next := subscriptions.InitialProgress(d.Start, old.Rewinds)
-		if next.Etag(db.DatabaseID()) < old.Etag(db.DatabaseID()) {
-			next.Rewinds++ // moved back: the monitor shows it
-		}
-		progress = next.Raw()
-	}
-	raw, _ := json.Marshal(d)
-	res, err := a.Cluster.UpdateSubscription(c.Request().Context(), db.Name(), found.Name, raw, progress)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, map[string]any{"Name": found.Name, "RaftCommandIndex": res.Index})
+	return writeJSON(c, http.StatusOK, map[string]any{"Name": name, "RaftCommandIndex": index})
 }

@@ -485,10 +485,11 @@ func (c *Cluster) Setting(db, key string) json.RawMessage {
 }
 
 // CreateSubscription records a subscription (a new name, or the log index
-// as its name when name is empty) and returns its id as Value. Like the
-// other subscription writes it returns once this node has applied it.
-func (c *Cluster) CreateSubscription(ctx context.Context, db, name string, data json.RawMessage) (Result, error) {
-	return c.applyAndWait(ctx, Command{Op: opSubCreate, Name: db, Key: name, Setting: data})
+// as its name when name is empty) with its first progress (nil: none) and
+// returns its id as Value. Like the other subscription writes it returns
+// once this node has applied it.
+func (c *Cluster) CreateSubscription(ctx context.Context, db, name string, data, progress json.RawMessage) (Result, error) {
+	return c.applyAndWait(ctx, Command{Op: opSubCreate, Name: db, Key: name, Setting: data, Expect: progress})
 }
 
 // UpdateSubscription replaces a subscription's definition. With a non-nil

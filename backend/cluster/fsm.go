@@ -97,7 +97,7 @@ type Command struct {
 	Force    bool            `json:",omitempty"`
 	Key      string          `json:",omitempty"` // set_setting
 	Setting  json.RawMessage `json:",omitempty"` // set_setting; null removes
-	Expect   json.RawMessage `json:",omitempty"` // subscription_progress: the progress it replaces
+	Expect   json.RawMessage `json:",omitempty"` // subscription_progress: the progress it replaces; create/update: the new progress
 	Keys     []string        `json:",omitempty"` // subscription_update: several at once
 }
 
@@ -234,7 +234,8 @@ func (f *fsm) apply(c *Command, index uint64) Result {
 		if _, ok := st.Subscriptions[k]; ok {
 			return Result{Err: "A subscription named '" + name + "' already exists.", Kind: "exists"}
 		}
-		st.Subscriptions[k] = &Subscription{Database: c.Name, Name: name, ID: int64(index), Data: append(json.RawMessage(nil), c.Setting...)}
+		st.Subscriptions[k] = &Subscription{Database: c.Name, Name: name, ID: int64(index), Data: append(json.RawMessage(nil), c.Setting...),
+			Progress: append(json.RawMessage(nil), c.Expect...)}
 		return Result{Value: int64(index)}
 	case opSubUpdate:
 		sub, ok := st.Subscriptions[subscriptionKey(c.Name, c.Key)]

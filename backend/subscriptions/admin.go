@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
+	"strings"
 
+	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/document"
@@ -37,6 +40,84 @@ func (m *Manager) Find(db, name string, id *int64) (cluster.Subscription, Defini
 	}
 	d, err := Parse(s.Data)
 	return s, d, err
+}
+
+// Create records a subscription from a client's options, starting on
+// database copy db (LastDocument is resolved there), and returns its name
+// (the one given, or its id) and the log index.
+func (m *Manager) Create(ctx context.Context, db DB, o Options) (string, uint64, error) {
+	def, err := FromOptions(o, m.now())
+	if err != nil {
+		return "", 0, err
+	}
+	if def.Start, err = resolveStart(ctx, db, def); err != nil {
+		return "", 0, err
+	}
+	var progress json.RawMessage
+	if def.Start != BeginningOfTime {
+		progress = InitialProgress(def.Start, 0).Raw() // the starting point is the first progress
+	}
+	raw, _ := json.Marshal(def)
+	name := strings.TrimSpace(o.Name)
+	res, err := m.store.CreateSubscription(ctx, db.Name(), name, raw, progress)
+	if err != nil {
+		return "", 0, err
+	}
+	if name == "" {
+		name = strconv.FormatInt(res.Value, 10)
+	}
+	return name, res.Index, nil
+}
+
+// Update applies a client's update (named, or by id) and returns the
+// subscription's name and the log index. A new starting point resets the
+// progress, and counts as a rewind when it moves back.
+func (m *Manager) Update(ctx context.Context, db DB, o Options) (string, uint64, error) {
+	found, d, err := m.Find(db.Name(), o.Name, o.ID)
+	if err != nil {
+		return "", 0, err
+	}
+	if d, err = d.Update(o); err != nil {
+		return "", 0, err
+	}
+	var progress json.RawMessage
+	if o.ChangeVector != nil && *o.ChangeVector != "" && *o.ChangeVector != DoNotChange {
+		if d.Start, err = resolveStart(ctx, db, d); err != nil {
+			return "", 0, err
+		}
+		old := ParseProgress(found.Progress)
+		next := InitialProgress(d.Start, old.Rewinds)
+		if next.Etag(db.DatabaseID()) < old.Etag(db.DatabaseID()) {
+			next.Rewinds++
+		}
+		progress = next.Raw()
+	}
+	raw, _ := json.Marshal(d)
+	res, err := m.store.UpdateSubscription(ctx, db.Name(), found.Name, raw, progress)
+	if err != nil {
+		return "", 0, err
+	}
+	return found.Name, res.Index, nil
+}
+
+// resolveStart turns LastDocument into the change vector of the
+// collection's newest document on copy db (the subscription starts after
+// it); a literal change vector must parse.
+func resolveStart(ctx context.Context, db DB, def Definition) (string, error) {
+	switch def.Start {
+	case BeginningOfTime:
+		return def.Start, nil
+	case LastDocument:
+		last, err := db.CollectionLastEtag(ctx, def.Collection)
+		if err != nil {
+			return "", err
+		}
+		return Progress{}.Advanced(db.NodeTag(), db.DatabaseID(), last).Vector, nil
+	}
+	if _, err := changevector.Parse(def.Start); err != nil {
+		return "", dberr.New(dberr.BadRequest, "ChangeVector must be BeginningOfTime, LastDocument, DoNotChange or a change vector: %v", err)
+	}
+	return def.Start, nil
 }
 
 // SetDisabled disables or enables a subscription (its worker is closed when

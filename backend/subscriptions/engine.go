@@ -32,6 +32,7 @@ type DB interface {
 type Store interface {
 	Subscriptions(db string) []cluster.Subscription
 	Subscription(db, name string) (cluster.Subscription, bool)
+	CreateSubscription(ctx context.Context, db, name string, data, progress json.RawMessage) (cluster.Result, error)
 	SubscriptionProgress(ctx context.Context, db, name string, expect, next json.RawMessage) (cluster.Result, error)
 	UpdateSubscription(ctx context.Context, db, name string, data, progress json.RawMessage) (cluster.Result, error)
 	DeleteSubscription(ctx context.Context, db, name string) (cluster.Result, error)

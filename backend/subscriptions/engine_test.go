@@ -67,7 +67,7 @@ func (e *env) create(name, query string) {
 		e.t.Fatal(err)
 	}
 	raw, _ := json.Marshal(def)
-	if _, err := e.cl.CreateSubscription(e.ctx, "db", name, raw); err != nil {
+	if _, err := e.cl.CreateSubscription(e.ctx, "db", name, raw, nil); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -186,14 +186,7 @@ func (s *DocumentStore) ConflictResolutionProgress(ctx context.Context, id int64
 
 // dbCallBody is dbCall with a JSON body.
 func (s *DocumentStore) dbCallBody(ctx context.Context, method, path string, in, out any) error {
-	if err := s.init(); err != nil {
-		return err
-	}
-	body, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	resp, err := s.executor.execute(ctx, &request{method: method, path: path, body: body, dbScoped: true})
+	resp, err := s.dbRequest(ctx, method, path, "", in)
 	if err != nil {
 		return err
 	}

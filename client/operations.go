@@ -158,14 +158,27 @@ func (s *DocumentStore) GetCollectionStatistics(ctx context.Context) (*Collectio
 // dbCall sends a request about the store's database and decodes the JSON
 // answer into out.
 func (s *DocumentStore) dbCall(ctx context.Context, method, path, query string, out any) error {
-	if err := s.init(); err != nil {
-		return err
-	}
-	resp, err := s.executor.execute(ctx, &request{method: method, path: path, query: query, dbScoped: true})
+	resp, err := s.dbRequest(ctx, method, path, query, nil)
 	if err != nil {
 		return err
 	}
 	return decodeResponse(resp, path, out)
+}
+
+// dbRequest sends a request to the store's database through the request
+// executor, with in as its JSON body when not nil.
+func (s *DocumentStore) dbRequest(ctx context.Context, method, path, query string, in any) (*response, error) {
+	if err := s.init(); err != nil {
+		return nil, err
+	}
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return nil, err
+		}
+	}
+	return s.executor.execute(ctx, &request{method: method, path: path, query: query, body: body, dbScoped: true})
 }
 
 func (s *DocumentStore) serverCall(ctx context.Context, method, path, query string, body []byte) (*response, error) {

@@ -171,17 +171,7 @@ func (c *Subscriptions) Disable(ctx context.Context, name string) error {
 // store's request executor; a 404 is a *SubscriptionError (NotFound).
 func (c *Subscriptions) call(ctx context.Context, method, path, query string, in, out any, name string) error {
 	s := c.store
-	if err := s.init(); err != nil {
-		return err
-	}
-	var body []byte
-	if in != nil {
-		var err error
-		if body, err = json.Marshal(in); err != nil {
-			return err
-		}
-	}
-	resp, err := s.executor.execute(ctx, &request{method: method, path: path, query: query, body: body, dbScoped: true})
+	resp, err := s.dbRequest(ctx, method, path, query, in)
 	if err != nil {
 		return err
 	}

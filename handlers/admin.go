@@ -227,6 +227,13 @@ func (a *API) deleteDatabases(c echo.Context) error {
 	if len(body.DatabaseNames) == 0 {
 		return dberr.New(dberr.BadRequest, "DatabaseNames is empty")
 	}
+	// Every name must exist before any is deleted: a typo deletes nothing
+	// and says so.
+	for _, n := range body.DatabaseNames {
+		if _, ok := a.Cluster.Database(n); !ok {
+			return &dberr.Error{Kind: dberr.UnknownDatabase, Database: n, Msg: "Database '" + n + "' does not exist; nothing was deleted."}
+		}
+	}
 	for _, n := range body.DatabaseNames {
 		if err := DeleteDatabase(c.Request().Context(), a.Cluster, a.Catalog, n); err != nil && !dberr.Is(err, dberr.DatabaseMissing) {
 			return err

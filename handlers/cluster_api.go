@@ -16,6 +16,7 @@ import (
 	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/names"
 )
 
 // topologyEtag tells a client whose topology is older than the cluster's to
@@ -111,10 +112,14 @@ func (a *API) clusterJoin(c echo.Context) error {
 	if n.Tag == "" || n.Url == "" || n.RaftAddr == "" {
 		return dberr.New(dberr.BadRequest, "Tag, Url and RaftAddr are required")
 	}
-	for _, ch := range n.Tag {
-		if ch < 'A' || ch > 'Z' || len(n.Tag) > 4 {
-			return dberr.New(dberr.BadRequest, "node tag %q: use 1 to 4 upper-case letters", n.Tag)
-		}
+	if err := names.NodeTag(n.Tag); err != nil {
+		return err
+	}
+	if err := names.NodeURL(n.Url); err != nil {
+		return err
+	}
+	if err := names.HostPort(n.RaftAddr); err != nil {
+		return err
 	}
 	if err := a.Cluster.AddVoter(c.Request().Context(), cluster.Node{Tag: n.Tag, URL: strings.TrimRight(n.Url, "/"), RaftAddr: n.RaftAddr}); err != nil {
 		return err
@@ -162,8 +167,8 @@ func (a *API) clusterApply(c echo.Context) error {
 		return err
 	}
 	r, err := a.Cluster.ApplyEncoded(body)
-	if err != nil && dberr.KindOf(err) == dberr.Unavailable {
-		return err
+	if err != nil && r.Err == "" {
+		return err // refused before the log (invalid, no longer the leader)
 	}
 	// Errors of the command itself travel inside the Result.
 	b, _ := json.Marshal(r)

@@ -308,14 +308,21 @@ func (a *API) headDoc(c echo.Context) error {
 	return c.NoContent(http.StatusOK)
 }
 
-// expectedCV reads If-Match: absent means no check.
-func expectedCV(c echo.Context) *string {
-	h := c.Request().Header.Get("If-Match")
-	if h == "" {
-		return nil
+// expectedCV reads If-Match: absent means no check, `""` means the
+// document must be new (as RavenDB's clients send it), and anything else is
+// the expected change vector. A header that is there but blank is refused:
+// it must not silently turn the check off.
+func expectedCV(c echo.Context) (*string, error) {
+	vals := c.Request().Header.Values("If-Match")
+	if len(vals) == 0 {
+		return nil, nil
 	}
+	h := strings.TrimSpace(vals[0])
 	v := unquote(h)
-	return &v
+	if len(vals) > 1 || h == "" || (v != "" && strings.TrimSpace(v) == "") {
+		return nil, dberr.New(dberr.BadRequest, "The If-Match header is blank or repeated: give one change vector, or \"\" for a document that must not exist yet")
+	}
+	return &v, nil
 }
 
 // putDoc serves PUT /docs?id= with the same id rules as a batch.
@@ -335,7 +342,11 @@ func (a *API) putDoc(c echo.Context) error {
 	if err != nil {
 		return dberr.New(dberr.BadRequest, "%v", err)
 	}
-	cmd := batch.Command{Type: batch.Put, ID: c.QueryParam("id"), ChangeVector: expectedCV(c), Document: doc}
+	cv, err := expectedCV(c)
+	if err != nil {
+		return err
+	}
+	cmd := batch.Command{Type: batch.Put, ID: c.QueryParam("id"), ChangeVector: cv, Document: doc}
 	res, err := batch.Execute(c.Request().Context(), db, a.idents(), []batch.Command{cmd})
 	if err != nil {
 		return err
@@ -349,7 +360,11 @@ func (a *API) deleteDoc(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd := batch.Command{Type: batch.Delete, ID: id, ChangeVector: expectedCV(c)}
+	cv, err := expectedCV(c)
+	if err != nil {
+		return err
+	}
+	cmd := batch.Command{Type: batch.Delete, ID: id, ChangeVector: cv}
 	if _, err := batch.Execute(c.Request().Context(), db, a.idents(), []batch.Command{cmd}); err != nil {
 		return err
 	}

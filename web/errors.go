@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 
@@ -41,6 +42,11 @@ func ravenError(err error) (status int, typ, msg string) {
 		}
 		return he.Code, "Raven.Client.Exceptions.RavenException", msg
 	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		// A body that ended before its Content-Length (or a chunked body
+		// cut short): the client's input, not the server, is broken.
+		return http.StatusBadRequest, "Raven.Client.Exceptions.BadRequestException", "The request body ended early: " + err.Error()
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return http.StatusRequestTimeout, "System.TimeoutException", "The request was cancelled or timed out: " + err.Error()
 	}
@@ -63,6 +69,10 @@ func ravenError(err error) (status int, typ, msg string) {
 		return http.StatusConflict, "Raven.Client.Exceptions.Documents.DocumentConflictException", de.Error()
 	case dberr.Unavailable:
 		return http.StatusServiceUnavailable, "Raven.Client.Exceptions.Database.DatabaseDisabledException", de.Error()
+	case dberr.UnknownDatabase:
+		return http.StatusNotFound, "Raven.Client.Exceptions.Database.DatabaseDoesNotExistException", de.Error()
+	case dberr.Forbidden:
+		return http.StatusForbidden, "InvalidAuth", de.Error()
 	}
 	return http.StatusInternalServerError, "Raven.Client.Exceptions.RavenException", de.Error()
 }

@@ -5,7 +5,6 @@ package web
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,6 +25,7 @@ import (
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/metrics"
+	"github.com/rookerydb/rookery/backend/names"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/backend/subscriptions"
 	"github.com/rookerydb/rookery/handlers"
@@ -214,17 +214,7 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-func validTag(tag string) error {
-	if len(tag) < 1 || len(tag) > 4 {
-		return fmt.Errorf("node tag %q: use 1 to 4 upper-case letters", tag)
-	}
-	for _, r := range tag {
-		if r < 'A' || r > 'Z' {
-			return fmt.Errorf("node tag %q: use 1 to 4 upper-case letters", tag)
-		}
-	}
-	return nil
-}
+func validTag(tag string) error { return names.NodeTag(tag) }
 
 // watch connects the engine's events to the live hub: every commit of a
 // database, databases coming and going, alerts, and a once-a-second tick

@@ -7,25 +7,18 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/metrics"
+	"github.com/rookerydb/rookery/backend/names"
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
-var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
-
-// ValidateName checks a database name: letters, digits, '_', '-', '.'.
-func ValidateName(name string) error {
-	if !validName.MatchString(name) || name == "." || name == ".." {
-		return dberr.New(dberr.BadRequest, "Database name '%s' is not valid: use 1 to 128 letters, digits, '_', '-' or '.'", name)
-	}
-	return nil
-}
+// ValidateName checks a database name (backend/names.Database).
+func ValidateName(name string) error { return names.Database(name) }
 
 // Catalog is the set of databases on this node.
 type Catalog struct {

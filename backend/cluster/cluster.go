@@ -205,6 +205,9 @@ var ErrNoQuorum = &dberr.Error{Kind: dberr.Unavailable, Msg: "the cluster has no
 // Apply commits a command through the log and returns its result. On a
 // follower it is forwarded to the leader. Without a quorum it fails fast.
 func (c *Cluster) Apply(ctx context.Context, cmd Command) (Result, error) {
+	if err := validate(&cmd); err != nil {
+		return Result{}, err
+	}
 	data, err := json.Marshal(cmd)
 	if err != nil {
 		return Result{}, err
@@ -216,8 +219,12 @@ func (c *Cluster) Apply(ctx context.Context, cmd Command) (Result, error) {
 }
 
 // ApplyEncoded applies an encoded command on the leader (the forwarding
-// endpoint's side).
+// endpoint's side). The command passes the same validation as one made
+// here; a bad one is refused with a 400 before it reaches the log.
 func (c *Cluster) ApplyEncoded(data []byte) (Result, error) {
+	if _, err := decodeCommand(data); err != nil {
+		return Result{}, err
+	}
 	if c.raft.State() != raft.Leader {
 		return Result{}, &dberr.Error{Kind: dberr.Unavailable, Msg: "this node is not the leader"}
 	}

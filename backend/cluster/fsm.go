@@ -130,9 +130,11 @@ type fsm struct {
 }
 
 func (f *fsm) Apply(l *raft.Log) any {
-	var c Command
-	if err := json.Unmarshal(l.Data, &c); err != nil {
-		return Result{Err: "undecodable command: " + err.Error(), Kind: "invalid"}
+	c, err := decodeCommand(l.Data)
+	if err != nil {
+		// The leader validates before appending; this refuses what an older
+		// log, or a leader without the rule, let in.
+		return Result{Err: err.Error(), Kind: "invalid", Index: l.Index}
 	}
 	f.mu.Lock()
 	r := f.apply(&c, l.Index)

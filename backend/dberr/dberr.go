@@ -28,6 +28,12 @@ const (
 	Unavailable
 	// DocumentConflict is a document whose versions conflict (409).
 	DocumentConflict
+	// UnknownDatabase is a database an administrative request names that
+	// does not exist (404; DatabaseMissing is the 503 a client's request to
+	// a database gets, which RavenDB's clients route on).
+	UnknownDatabase
+	// Forbidden is a caller without the clearance a request needs (403).
+	Forbidden
 )
 
 // Error is an engine error with a kind and a readable message.

@@ -11,6 +11,7 @@ import (
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/names"
 	"github.com/rookerydb/rookery/backend/rql"
 	"github.com/rookerydb/rookery/backend/storage"
 )
@@ -59,6 +60,11 @@ func (m *Manager) Create(ctx context.Context, db DB, o Options) (string, uint64,
 	}
 	raw, _ := json.Marshal(def)
 	name := strings.TrimSpace(o.Name)
+	if name != "" {
+		if err := names.Subscription(name); err != nil {
+			return "", 0, err
+		}
+	}
 	res, err := m.store.CreateSubscription(ctx, db.Name(), name, raw, progress)
 	if err != nil {
 		return "", 0, err

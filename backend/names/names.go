@@ -1,0 +1,101 @@
+// Package names validates the names users and peers choose: databases, node
+// tags, subscriptions. The API, the studio and the cluster's state machine
+// all apply the same rules, so a name that one entry point would refuse can
+// never reach the state through another (a raw cluster command, a forwarded
+// request).
+package names
+
+import (
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/rookerydb/rookery/backend/dberr"
+)
+
+var database = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// Database checks a database name: 1 to 128 letters, digits, '_', '-' or
+// '.', and not "." or "..". Names are case-insensitive.
+func Database(name string) error {
+	if !database.MatchString(name) || name == "." || name == ".." {
+		return dberr.New(dberr.BadRequest, "Database name '%s' is not valid: use 1 to 128 letters, digits, '_', '-' or '.'", clip(name))
+	}
+	return nil
+}
+
+// NodeTag checks a node tag: 1 to 4 upper-case letters.
+func NodeTag(tag string) error {
+	if len(tag) < 1 || len(tag) > 4 {
+		return dberr.New(dberr.BadRequest, "node tag %q: use 1 to 4 upper-case letters", clip(tag))
+	}
+	for _, r := range tag {
+		if r < 'A' || r > 'Z' {
+			return dberr.New(dberr.BadRequest, "node tag %q: use 1 to 4 upper-case letters", clip(tag))
+		}
+	}
+	return nil
+}
+
+// MaxSubscriptionName is the longest subscription name, in bytes.
+const MaxSubscriptionName = 256
+
+// Subscription checks a subscription name: valid UTF-8, at most 256 bytes,
+// printable characters only (no control characters, no NUL), no '/' or '\'
+// and no leading or trailing space.
+func Subscription(name string) error {
+	bad := func(why string) error {
+		return dberr.New(dberr.BadRequest, "Subscription name '%s' is not valid: %s", clip(name), why)
+	}
+	switch {
+	case name == "":
+		return bad("it is empty")
+	case len(name) > MaxSubscriptionName:
+		return bad("it is longer than 256 bytes")
+	case !utf8.ValidString(name):
+		return bad("it is not valid UTF-8")
+	case strings.TrimSpace(name) != name:
+		return bad("it starts or ends with a space")
+	case strings.ContainsAny(name, `/\`):
+		return bad("it contains '/' or '\\'")
+	case name == "." || name == "..":
+		return bad("it is '.' or '..'")
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) && r != ' ' {
+			return bad("it contains a control or non-printable character")
+		}
+	}
+	return nil
+}
+
+// NodeURL checks a node's HTTP(S) base URL.
+func NodeURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return dberr.New(dberr.BadRequest, "node URL %q is not valid: use http(s)://host:port", clip(s))
+	}
+	return nil
+}
+
+// HostPort checks a host:port address (the Raft address of a node).
+func HostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || host == "" || port == "" || len(s) > 300 {
+		return dberr.New(dberr.BadRequest, "address %q is not valid: use host:port", clip(s))
+	}
+	return nil
+}
+
+// clip shortens a rejected name for an error message (a 100 KB name is not
+// echoed back whole).
+func clip(s string) string {
+	const max = 80
+	if len(s) <= max {
+		return strings.ToValidUTF8(s, "?")
+	}
+	return strings.ToValidUTF8(s[:max], "?") + "…"
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rookerydb/rookery/backend/activity"
+	"github.com/rookerydb/rookery/backend/audit"
 	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/conflicts"
@@ -39,6 +40,26 @@ type API struct {
 	Conflicts *conflicts.Manager
 	// Subscriptions runs the subscription workers and their monitor.
 	Subscriptions *subscriptions.Manager
+	// Nodes sends this node's requests to other nodes, with its
+	// credentials (forwarding to the leader).
+	Nodes NodeClient
+	// ClusterSecret is the unsecured cluster's shared secret, handed to a
+	// node that joins (nil or "" on a secured cluster).
+	ClusterSecret func() string
+	// ServerCertificate is this node's certificate, base64 DER ("" when
+	// unsecured); WellKnownAdmins are --well-known-admin-certs.
+	ServerCertificate string
+	ServerThumbprint  string
+	WellKnownAdmins   []string
+	// Audit is the node's audit log.
+	Audit *audit.Log
+}
+
+// NodeClient sends a request to another node with this node's credentials
+// (its certificate, or the cluster's secret). Timeouts come from the
+// request's context.
+type NodeClient interface {
+	Do(req *http.Request) (*http.Response, error)
 }
 
 // idents takes identities through the cluster's log.
@@ -58,6 +79,7 @@ func (a *API) Register(e *echo.Echo) {
 	e.GET("/admin/cluster/status", a.clusterStatus)
 	e.GET("/admin/cluster/next-tag", a.nextTag)
 	e.POST("/admin/cluster/join", a.clusterJoin)
+	e.POST("/admin/cluster/promote", a.clusterPromote)
 	e.POST("/admin/cluster/remove", a.clusterRemove)
 	e.POST("/admin/cluster/stepdown", a.clusterStepDown)
 	e.POST("/internal/cluster/apply", a.clusterApply)
@@ -81,6 +103,7 @@ func (a *API) Register(e *echo.Echo) {
 	a.registerConflicts(e, g)
 	a.registerSubscriptions(g)
 	e.GET("/info/remote-task/tcp", a.remoteTaskTCP)
+	a.registerCertificates(e)
 	g.GET("/info/tcp", a.legacyTCPInfo)
 }
 

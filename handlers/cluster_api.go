@@ -80,12 +80,14 @@ func (a *API) toLeader(c echo.Context, body []byte) (bool, error) {
 	if url == "" {
 		return true, cluster.ErrNoQuorum
 	}
-	req, err := http.NewRequestWithContext(c.Request().Context(), c.Request().Method, url+c.Request().URL.RequestURI(), bytes.NewReader(body))
+	ctx, cancel := context.WithTimeout(c.Request().Context(), forwardTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, c.Request().Method, url+c.Request().URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		return true, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := forwardClient.Do(req)
+	resp, err := a.Nodes.Do(req)
 	if err != nil {
 		return true, &dberr.Error{Kind: dberr.Unavailable, Msg: "the leader did not answer: " + err.Error()}
 	}
@@ -94,9 +96,18 @@ func (a *API) toLeader(c echo.Context, body []byte) (bool, error) {
 	return true, c.Blob(resp.StatusCode, echo.MIMEApplicationJSONCharsetUTF8, out)
 }
 
-var forwardClient = &http.Client{Timeout: 15 * time.Second}
+// forwardTimeout bounds a request forwarded to the leader (adding a node
+// waits for the configuration change to commit).
+const forwardTimeout = 15 * time.Second
 
-// clusterJoin adds a node as a voter: {"Tag","Url","RaftAddr"}.
+// joinRequest is what a joining node sends: its tag, URL, Raft address
+// and, on a secured cluster, its certificate.
+type joinRequest struct{ Tag, Url, RaftAddr, Certificate string }
+
+// clusterJoin adds a node as a non-voting member: {"Tag","Url","RaftAddr"}.
+// It answers the log index the node must apply before it asks to be
+// promoted (POST /admin/cluster/promote), and, on an unsecured cluster, the
+// cluster's secret that its Raft port and node-to-node requests need.
 func (a *API) clusterJoin(c echo.Context) error {
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<16))
 	if err != nil {
@@ -105,13 +116,11 @@ func (a *API) clusterJoin(c echo.Context) error {
 	if done, err := a.toLeader(c, body); done {
 		return err
 	}
-	var n struct{ Tag, Url, RaftAddr string }
+	var n joinRequest
 	if err := json.Unmarshal(body, &n); err != nil {
 		return dberr.New(dberr.BadRequest, "Invalid body: expected {\"Tag\",\"Url\",\"RaftAddr\"}: %v", err)
 	}
-	if n.Tag == "" || n.Url == "" || n.RaftAddr == "" {
-		return dberr.New(dberr.BadRequest, "Tag, Url and RaftAddr are required")
-	}
+	n.Url = strings.TrimRight(n.Url, "/")
 	if err := names.NodeTag(n.Tag); err != nil {
 		return err
 	}
@@ -121,7 +130,11 @@ func (a *API) clusterJoin(c echo.Context) error {
 	if err := names.HostPort(n.RaftAddr); err != nil {
 		return err
 	}
-	if err := a.Cluster.AddVoter(c.Request().Context(), cluster.Node{Tag: n.Tag, URL: strings.TrimRight(n.Url, "/"), RaftAddr: n.RaftAddr}); err != nil {
+	if len(n.Certificate) > 64<<10 {
+		return dberr.New(dberr.BadRequest, "Certificate is too large")
+	}
+	index, err := a.Cluster.AddNonvoter(c.Request().Context(), cluster.Node{Tag: n.Tag, URL: n.Url, RaftAddr: n.RaftAddr, Certificate: n.Certificate})
+	if err != nil {
 		return err
 	}
 	// A new node holds every database that lives on all nodes.
@@ -132,7 +145,29 @@ func (a *API) clusterJoin(c echo.Context) error {
 			}
 		}
 	}
-	return writeJSON(c, http.StatusOK, map[string]string{"Tag": n.Tag})
+	out := map[string]any{"Tag": n.Tag, "Index": index}
+	if a.ClusterSecret != nil {
+		if s := a.ClusterSecret(); s != "" {
+			out["ClusterSecret"] = s
+		}
+	}
+	return writeJSON(c, http.StatusOK, out)
+}
+
+// clusterPromote makes a non-voting member a voter once it caught up:
+// POST /admin/cluster/promote?tag=.
+func (a *API) clusterPromote(c echo.Context) error {
+	if done, err := a.toLeader(c, nil); done {
+		return err
+	}
+	tag, err := requiredParam(c, "tag")
+	if err != nil {
+		return err
+	}
+	if err := a.Cluster.Promote(c.Request().Context(), tag); err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, map[string]string{"Promoted": tag})
 }
 
 func (a *API) clusterRemove(c echo.Context) error {
@@ -176,26 +211,35 @@ func (a *API) clusterApply(c echo.Context) error {
 }
 
 // Forward is the cluster's forwarder: it posts an encoded command to the
-// leader's /internal/cluster/apply.
-func Forward(ctx context.Context, leaderURL string, cmd []byte) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, leaderURL+"/internal/cluster/apply", bytes.NewReader(cmd))
-	if err != nil {
-		return nil, err
+// leader's /internal/cluster/apply with this node's credentials.
+func Forward(nodes NodeClient) func(ctx context.Context, leaderURL string, cmd []byte) ([]byte, error) {
+	return func(ctx context.Context, leaderURL string, cmd []byte) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, leaderURL+"/internal/cluster/apply", bytes.NewReader(cmd))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := nodes.Do(req)
+		if err != nil {
+			return nil, &dberr.Error{Kind: dberr.Unavailable, Msg: "the leader did not answer: " + err.Error()}
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if err != nil {
+			return nil, &dberr.Error{Kind: dberr.Unavailable, Msg: err.Error()}
+		}
+		if resp.StatusCode == http.StatusBadRequest {
+			var env struct{ Message string }
+			_ = json.Unmarshal(body, &env)
+			return nil, dberr.New(dberr.BadRequest, "%s", env.Message)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, &dberr.Error{Kind: dberr.Unavailable, Msg: fmt.Sprintf("the leader answered %d: %.200s", resp.StatusCode, body)}
+		}
+		return body, nil
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := forwardClient.Do(req)
-	if err != nil {
-		return nil, &dberr.Error{Kind: dberr.Unavailable, Msg: "the leader did not answer: " + err.Error()}
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, &dberr.Error{Kind: dberr.Unavailable, Msg: err.Error()}
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, &dberr.Error{Kind: dberr.Unavailable, Msg: fmt.Sprintf("the leader answered %d: %.200s", resp.StatusCode, body)}
-	}
-	return body, nil
 }
 
 // membersFor picks the nodes of a new database: all of them by default,

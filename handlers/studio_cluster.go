@@ -31,11 +31,7 @@ const peerStatusTimeout = 300 * time.Millisecond
 // voter waits for the new node to catch up).
 const clusterActionTimeout = 15 * time.Second
 
-var (
-	peerClient   = &http.Client{Timeout: peerStatusTimeout}
-	actionClient = &http.Client{Timeout: clusterActionTimeout}
-	tagPattern   = regexp.MustCompile(`^[A-Z]{1,4}$`)
-)
+var tagPattern = regexp.MustCompile(`^[A-Z]{1,4}$`)
 
 // registerCluster adds the Cluster page: every node's Raft figures, live,
 // and the membership actions (add, remove, step down).
@@ -107,7 +103,7 @@ func leaderTag(raw json.RawMessage, nodes []cluster.Node) string {
 	return str
 }
 
-func fetchPeer(ctx context.Context, base string) (peerStatus, error) {
+func fetchPeer(ctx context.Context, nodes NodeClient, base string) (peerStatus, error) {
 	var st peerStatus
 	ctx, cancel := context.WithTimeout(ctx, peerStatusTimeout)
 	defer cancel()
@@ -115,7 +111,7 @@ func fetchPeer(ctx context.Context, base string) (peerStatus, error) {
 	if err != nil {
 		return st, err
 	}
-	resp, err := peerClient.Do(req)
+	resp, err := nodes.Do(req)
 	if err != nil {
 		return st, err
 	}
@@ -193,7 +189,7 @@ func (s *Studio) clusterData(ctx context.Context) views.ClusterData {
 		wg.Add(1)
 		go func(n *views.ClusterNode) {
 			defer wg.Done()
-			ps, err := fetchPeer(ctx, n.URL)
+			ps, err := fetchPeer(ctx, s.Nodes, n.URL)
 			if err != nil {
 				n.Problem = err.Error()
 				return
@@ -257,15 +253,43 @@ func (s *Studio) clusterAdd(c echo.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), clusterActionTimeout)
 	defer cancel()
-	var err error
+	var (
+		index uint64
+		err   error
+	)
 	if s.Cluster.IsLeader() {
-		err = s.Cluster.AddVoter(ctx, n)
+		index, err = s.Cluster.AddNonvoter(ctx, n)
 	} else {
 		body, _ := json.Marshal(map[string]string{"Tag": n.Tag, "Url": n.URL, "RaftAddr": n.RaftAddr})
-		err = s.toLeader(ctx, "/admin/cluster/join", body)
+		var out []byte
+		out, err = s.toLeaderBody(ctx, "/admin/cluster/join", body)
+		var r struct{ Index uint64 }
+		_ = json.Unmarshal(out, &r)
+		index = r.Index
 	}
 	if err != nil {
 		return redirectFlash(c, clusterPath, "Adding node "+n.Tag+" failed: "+err.Error(), true)
+	}
+	// A voter only once it answers and has caught up: a wrong address must
+	// not cost the cluster its quorum.
+	for {
+		st, ferr := fetchPeer(ctx, s.Nodes, n.URL)
+		if ferr == nil && st.NodeTag == n.Tag && st.AppliedIndex >= index {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return redirectFlash(c, clusterPath, "Node "+n.Tag+" was added as a non-voting member, but it has not caught up with the cluster: check that it runs with --node-tag "+n.Tag+" at "+n.URL+" and that its Raft address "+n.RaftAddr+" is reachable. It becomes a voter when it is added again once it runs; or remove it.", true)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if s.Cluster.IsLeader() {
+		err = s.Cluster.Promote(ctx, n.Tag)
+	} else {
+		_, err = s.toLeaderBody(ctx, "/admin/cluster/promote?tag="+url.QueryEscape(n.Tag), nil)
+	}
+	if err != nil {
+		return redirectFlash(c, clusterPath, "Node "+n.Tag+" caught up, but promoting it to a voter failed: "+err.Error(), true)
 	}
 	return redirectFlash(c, clusterPath, "Node "+n.Tag+" added as a voter.", false)
 }
@@ -353,30 +377,35 @@ func (s *Studio) clusterStepDown(c echo.Context) error {
 
 // toLeader POSTs to the leader's admin endpoint (this node is a follower).
 func (s *Studio) toLeader(ctx context.Context, pathAndQuery string, body []byte) error {
+	_, err := s.toLeaderBody(ctx, pathAndQuery, body)
+	return err
+}
+
+// toLeaderBody is toLeader returning the leader's answer.
+func (s *Studio) toLeaderBody(ctx context.Context, pathAndQuery string, body []byte) ([]byte, error) {
 	tag, base := s.Cluster.Leader()
 	if tag == "" {
-		return errors.New("no leader is known right now (an election is in progress); try again in a moment")
+		return nil, errors.New("no leader is known right now (an election is in progress); try again in a moment")
 	}
 	if base == "" {
-		return fmt.Errorf("the leader %s has no HTTP URL in the node list yet; try again in a moment", tag)
+		return nil, fmt.Errorf("the leader %s has no HTTP URL in the node list yet; try again in a moment", tag)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+pathAndQuery, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := actionClient.Do(req)
+	resp, err := s.Nodes.Do(req)
 	if err != nil {
-		return fmt.Errorf("the leader %s at %s did not answer: %w", tag, base, err)
+		return nil, fmt.Errorf("the leader %s at %s did not answer: %w", tag, base, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 == 2 {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-		return nil
+		return io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	}
-	return fmt.Errorf("the leader %s answered %d: %s", tag, resp.StatusCode, errorText(resp.Body))
+	return nil, fmt.Errorf("the leader %s answered %d: %s", tag, resp.StatusCode, errorText(resp.Body))
 }
 
 // errorText reads an error body: the Message of a RavenDB envelope, or the

@@ -24,22 +24,24 @@ func (a *API) remoteTaskTCP(c echo.Context) error {
 			return err
 		}
 	}
-	tag, base := a.NodeTag, a.URL()
+	tag, base, cert := a.NodeTag, a.URL(), a.ServerCertificate
 	if task := c.QueryParam("remote-task"); task != "" {
 		// A subscription with a mentor node is served there.
 		if _, d, err := a.Subscriptions.Find(c.QueryParam("database"), task, nil); err == nil && d.MentorNode != "" {
 			for _, n := range a.Cluster.Nodes() {
 				if n.Tag == d.MentorNode && n.URL != "" {
-					tag, base = n.Tag, n.URL
+					tag, base, cert = n.Tag, n.URL, n.Certificate
 				}
 			}
 		}
 	}
-	return writeJSON(c, http.StatusOK, tcpInfo(tag, base))
+	return writeJSON(c, http.StatusOK, tcpInfo(tag, base, cert))
 }
 
-// tcpInfo is RavenDB's TcpConnectionInfo for a node's base URL.
-func tcpInfo(tag, base string) map[string]any {
+// tcpInfo is RavenDB's TcpConnectionInfo for a node's base URL. On a
+// secured node, cert is its certificate (base64 DER): RavenDB's clients
+// connect with TLS and check that the node presents exactly it.
+func tcpInfo(tag, base, cert string) map[string]any {
 	u, err := url.Parse(base)
 	host := base
 	if err == nil {
@@ -53,7 +55,11 @@ func tcpInfo(tag, base string) map[string]any {
 		}
 	}
 	tcp := "tcp://" + host
-	return map[string]any{"Url": tcp, "Urls": []string{tcp}, "Certificate": nil, "NodeTag": tag, "ServerId": nil}
+	var certificate any
+	if cert != "" {
+		certificate = cert
+	}
+	return map[string]any{"Url": tcp, "Urls": []string{tcp}, "Certificate": certificate, "NodeTag": tag, "ServerId": nil}
 }
 
 // legacyTCPInfo is the older GET /databases/{db}/info/tcp.
@@ -61,7 +67,7 @@ func (a *API) legacyTCPInfo(c echo.Context) error {
 	if _, err := a.db(c); err != nil {
 		return err
 	}
-	return writeJSON(c, http.StatusOK, tcpInfo(a.NodeTag, a.URL()))
+	return writeJSON(c, http.StatusOK, tcpInfo(a.NodeTag, a.URL(), a.ServerCertificate))
 }
 
 // subscriptionConnectionDetails lists the connected workers.

@@ -3,6 +3,8 @@ package web
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -52,23 +54,67 @@ func (s *Server) startCluster() error {
 	return nil
 }
 
+// join asks a member to add this node: first as a non-voting member, then,
+// once this node has applied the configuration change (so the leader
+// reaches its Raft port, with the secret or certificate it needs), as a
+// voter. A node that never catches up never counts toward the quorum.
 func (s *Server) join(ctx context.Context) error {
-	body, _ := json.Marshal(map[string]string{"Tag": s.cfg.NodeTag, "Url": s.URL(), "RaftAddr": s.cluster.RaftAddr()})
-	url := strings.TrimRight(s.cfg.Join, "/") + "/admin/cluster/join"
+	cert := ""
+	if s.sec.secured {
+		cert = base64.StdEncoding.EncodeToString(s.sec.cert.Leaf.Raw)
+	}
+	body, _ := json.Marshal(map[string]string{"Tag": s.cfg.NodeTag, "Url": s.URL(), "RaftAddr": s.cluster.RaftAddr(), "Certificate": cert})
+	base := strings.TrimRight(s.cfg.Join, "/")
+	var answer struct {
+		Tag           string
+		Index         uint64
+		ClusterSecret string
+	}
+	if err := s.postToMember(ctx, base+"/admin/cluster/join", body, &answer); err != nil {
+		return err
+	}
+	if !s.sec.secured {
+		secret, err := hex.DecodeString(answer.ClusterSecret)
+		if err != nil || len(secret) < 16 {
+			return fmt.Errorf("join via %s: the cluster sent no usable secret", s.cfg.Join)
+		}
+		if err := s.sec.saveSecret(secret); err != nil {
+			return err
+		}
+	}
+	for s.cluster.AppliedIndex() < answer.Index {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("joined %s as a non-voting member, but the leader never reached this node's Raft address %s: is it reachable from the other nodes?", s.cfg.Join, s.cluster.RaftAddr())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := s.postToMember(ctx, base+"/admin/cluster/promote?tag="+s.cfg.NodeTag, nil, nil); err != nil {
+		return err
+	}
+	s.log.Info("joined the cluster", "via", s.cfg.Join, "node_tag", s.cfg.NodeTag)
+	return nil
+}
+
+// postToMember POSTs to another member with this node's credentials,
+// retrying while it is unreachable or has no leader; a 4xx is final.
+func (s *Server) postToMember(ctx context.Context, url string, body []byte, out any) error {
 	var last error
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := s.nodes.Do(req)
 		if err == nil {
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				s.log.Info("joined the cluster", "via", s.cfg.Join, "node_tag", s.cfg.NodeTag)
+				if out != nil {
+					return json.Unmarshal(b, out)
+				}
 				return nil
 			}
-			last = fmt.Errorf("join via %s: %d %s", s.cfg.Join, resp.StatusCode, b)
-			if resp.StatusCode == http.StatusBadRequest {
+			last = fmt.Errorf("%s: %d %s", url, resp.StatusCode, b)
+			if resp.StatusCode >= 400 && resp.StatusCode < 500 {
 				return last
 			}
 		} else {

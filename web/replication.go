@@ -32,9 +32,13 @@ func (w wsConn) Close() error { return w.c.Close(websocket.StatusNormalClosure, 
 // maxReplicationMessage bounds one batch on the wire.
 const maxReplicationMessage = 256 << 20
 
-func dialReplication(ctx context.Context, destURL, database string) (replication.Conn, error) {
+// dialReplication connects to a destination's replication endpoint with
+// this node's credentials (the endpoint serves cluster nodes only).
+func (s *Server) dialReplication(ctx context.Context, destURL, database string) (replication.Conn, error) {
 	u := "ws" + strings.TrimPrefix(destURL, "http") + "/databases/" + database + "/replication"
-	c, _, err := websocket.Dial(ctx, u, nil)
+	h := http.Header{}
+	s.nodes.decorate(h)
+	c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: s.nodes.client, HTTPHeader: h})
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +131,7 @@ func (s *Server) syncReplication() {
 			} else if ok {
 				rs.cancel()
 			}
-			snd := replication.NewSender(db, urls[m], dialReplication, replication.Options{Name: m, Commits: r.commits[db], Logger: s.log})
+			snd := replication.NewSender(db, urls[m], s.dialReplication, replication.Options{Name: m, Commits: r.commits[db], Logger: s.log})
 			ctx, cancel := context.WithCancel(context.Background())
 			r.senders[key] = &runningSender{s: snd, cancel: cancel, db: strings.ToLower(d.Name), handle: db}
 			go snd.Run(ctx)

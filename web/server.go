@@ -4,7 +4,10 @@ package web
 
 import (
 	"context"
+	"crypto/tls"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rookerydb/rookery/backend/activity"
+	"github.com/rookerydb/rookery/backend/audit"
 	"github.com/rookerydb/rookery/backend/alerts"
 	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/cluster"
@@ -60,6 +64,24 @@ type Config struct {
 	// ReplicationPeers overrides the URL replication dials for a node tag
 	// (a proxy, a NAT address, a fault-injection proxy in tests).
 	ReplicationPeers map[string]string
+
+	// TLSCert and TLSKey (PEM files) secure the node: HTTPS on its port,
+	// client certificates as identities, mutual TLS between nodes. Without
+	// them the node is unsecured (see UnsecuredAccessAllowed).
+	TLSCert, TLSKey string
+	// TLSCA (PEM) is the cluster's CA: a certificate it issued with the
+	// cluster-node mark authenticates as a node.
+	TLSCA string
+	// WellKnownAdminCerts are thumbprints that are ClusterAdmin without
+	// being registered.
+	WellKnownAdminCerts []string
+	// UnsecuredAccessAllowed is None, Local (the default), PrivateNetwork or
+	// PublicNetwork, or a comma-separated combination: the addresses an
+	// unsecured node may listen on and be called from.
+	UnsecuredAccessAllowed string
+	// AllowedHosts are Host names (host or host:port) the node answers to
+	// besides its own URL and listener address.
+	AllowedHosts []string
 }
 
 // RaftAddrFor derives the default Raft address from the HTTP address.
@@ -103,6 +125,10 @@ type Server struct {
 	subCancel  context.CancelFunc
 	subConns   subscriptionConns
 	subRecon   chan struct{}
+
+	sec   *security
+	nodes *nodeClient
+	audit *audit.Log
 }
 
 // resolutionFailed raises an alert when an automatic resolution (a script)
@@ -128,30 +154,46 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = "data"
 	}
-	engineMetrics := metrics.New()
-	cat, err := catalog.Open(cfg.DataDir, cfg.NodeTag, cfg.Logger, engineMetrics)
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{cfg: cfg, log: cfg.Logger, catalog: cat, recon: make(chan struct{}, 1)}
-	s.repl.stopping, s.repl.stopAll = context.WithCancel(context.Background())
-	initial := cfg.PublicURL
-	if initial == "" && cfg.HTTPAddr != "" {
-		initial = "http://" + cfg.HTTPAddr
-	}
-	s.url.Store(&initial)
 	if cfg.RaftAddr == "" {
 		cfg.RaftAddr = RaftAddrFor(cfg.HTTPAddr)
 	}
+	sec, err := newSecurity(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	auditLog, err := audit.Open(filepath.Join(cfg.DataDir, "audit", "audit.log"), audit.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	engineMetrics := metrics.New()
+	cat, err := catalog.Open(cfg.DataDir, cfg.NodeTag, cfg.Logger, engineMetrics)
+	if err != nil {
+		auditLog.Close()
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, catalog: cat, recon: make(chan struct{}, 1), sec: sec, audit: auditLog}
+	s.nodes = newNodeClient(sec)
+	s.repl.stopping, s.repl.stopAll = context.WithCancel(context.Background())
+	initial := cfg.PublicURL
+	if initial == "" && cfg.HTTPAddr != "" {
+		initial = s.scheme() + "://" + cfg.HTTPAddr
+	}
+	s.url.Store(&initial)
+	nodeCert := ""
+	if sec.secured {
+		nodeCert = base64.StdEncoding.EncodeToString(sec.cert.Leaf.Raw)
+	}
 	s.cluster, err = cluster.Open(cluster.Config{
-		NodeTag: cfg.NodeTag, RaftAddr: cfg.RaftAddr, URL: initial, Dir: filepath.Join(cfg.DataDir, "raft"),
-		Bootstrap: cfg.Join == "", Logger: cfg.Logger, Forward: handlers.Forward,
+		NodeTag: cfg.NodeTag, RaftAddr: cfg.RaftAddr, URL: initial, Certificate: nodeCert, Dir: filepath.Join(cfg.DataDir, "raft"),
+		Bootstrap: cfg.Join == "", Logger: cfg.Logger, Forward: handlers.Forward(s.nodes), Security: sec.raft(),
 		HeartbeatTimeout: cfg.ElectionTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.ElectionTimeout / 2,
 	})
 	if err != nil {
 		cat.Close()
+		auditLog.Close()
 		return nil, err
 	}
+	sec.registry.c.Store(s.cluster)
 	s.cluster.OnChange(func() {
 		select {
 		case s.recon <- struct{}{}:
@@ -169,7 +211,8 @@ func New(cfg Config) (*Server, error) {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.errorHandler
-	e.Use(httpMetrics.observe(s.log), serverHeaders, s.recoverMiddleware)
+	e.Pre(s.guard)
+	e.Use(httpMetrics.observe(s.log), serverHeaders, studioHeaders, s.recoverMiddleware, s.authorize)
 	e.GET("/livez", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	e.GET("/readyz", func(c echo.Context) error {
 		if !s.ready.Load() {
@@ -193,9 +236,14 @@ func New(cfg Config) (*Server, error) {
 	s.subStop, s.subCancel = context.WithCancel(context.Background())
 	s.subRecon = make(chan struct{}, 1)
 	s.reg.MustRegister(subscriptionCollector{s})
-	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs}
+	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs,
+		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: cfg.WellKnownAdminCerts}
+	if sec.secured {
+		api.ServerThumbprint = sec.auth.Self
+	}
 	api.Register(e)
-	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs}
+	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs,
+		Nodes: s.nodes}
 	s.studio.Register(e)
 	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
 	s.bulk.OnChange = s.hub.Notify
@@ -210,8 +258,17 @@ func New(cfg Config) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	s.http = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	s.http = &http.Server{Handler: withTLSState(e), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ConnContext: connContext}
 	return s, nil
+}
+
+// scheme is https on a secured node, http otherwise.
+func (s *Server) scheme() string {
+	if s.sec.secured {
+		return "https"
+	}
+	return "http"
 }
 
 func validTag(tag string) error { return names.NodeTag(tag) }
@@ -291,8 +348,13 @@ func (s *Server) Catalog() *catalog.Catalog { return s.catalog }
 // Serve accepts connections on l until Shutdown.
 func (s *Server) Serve(l net.Listener) error {
 	if s.cfg.PublicURL == "" {
-		u := "http://" + l.Addr().String()
+		u := s.scheme() + "://" + l.Addr().String()
 		s.url.Store(&u)
+	}
+	s.sec.setHosts(s.URL(), l.Addr())
+	if s.sec.secured {
+		// TLS first, then the sniffing: subscription workers speak TLS too.
+		l = tls.NewListener(l, s.sec.serverTLS)
 	}
 	s.ready.Store(true)
 	s.log.Info("rookery node serving", "url", s.URL(), "node_tag", s.cfg.NodeTag, "data_dir", s.cfg.DataDir)
@@ -315,7 +377,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopSubscriptions()
 	err := s.http.Shutdown(ctx)
 	s.stopTicker()
-	return errors.Join(err, s.cluster.Shutdown(), s.catalog.Close())
+	return errors.Join(err, s.cluster.Shutdown(), s.catalog.Close(), s.audit.Close())
 }
 
 func (s *Server) stopTicker() {
@@ -334,7 +396,7 @@ func (s *Server) Close() error {
 	s.stopReplication()
 	s.stopSubscriptions()
 	s.stopTicker()
-	return errors.Join(s.cluster.Shutdown(), s.catalog.Close())
+	return errors.Join(s.cluster.Shutdown(), s.catalog.Close(), s.audit.Close())
 }
 
 // Cluster is the node's Raft view.

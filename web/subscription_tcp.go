@@ -71,6 +71,9 @@ type peekedConn struct {
 
 func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
+// NetConn is the connection underneath (a *tls.Conn on a secured node).
+func (c *peekedConn) NetConn() net.Conn { return c.Conn }
+
 func (s *sniffListener) route(c net.Conn) {
 	// A connection that never speaks is closed after the HTTP server's
 	// idle timeout would have closed it anyway.
@@ -232,6 +235,10 @@ func (s *Server) serveSubscriptionConn(c net.Conn) {
 		}
 		_ = w.json(map[string]any{"Status": "TcpVersionMismatch", "Version": subscriptionTCPVersion, "LicensedFeatures": map[string]any{"DataCompression": false},
 			"Message": fmt.Sprintf("Subscription protocol version %d is not supported; this server speaks %d", h.OperationVersion, subscriptionTCPVersion)})
+	}
+	if err := s.authorizeWorker(c, h.DatabaseName); err != nil {
+		_ = w.json(map[string]any{"Status": "AuthorizationFailed", "Version": subscriptionTCPVersion, "Message": err.Error()})
+		return
 	}
 	if err := w.json(map[string]any{"Status": "Ok", "Version": subscriptionTCPVersion, "LicensedFeatures": map[string]any{"DataCompression": false}}); err != nil {
 		return

@@ -29,6 +29,9 @@ type Config struct {
 	NodeTag  string
 	RaftAddr string // host:port the Raft transport binds and advertises
 	URL      string // this node's HTTP URL, for the node list
+	// Certificate is this node's certificate (base64 DER) on a secured
+	// cluster, for the node list.
+	Certificate string
 	Dir      string // log store and snapshots
 	// Bootstrap makes a one-node cluster when there is no existing state.
 	// A node that joins another one starts without it.
@@ -41,6 +44,10 @@ type Config struct {
 	Forward func(ctx context.Context, leaderURL string, cmd []byte) ([]byte, error)
 	// Timing, for tests; zero picks the defaults documented in DESIGN.md.
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
+	// Security authenticates the Raft port's peers (mutual TLS, or the
+	// cluster's secret). Without it the port refuses every connection,
+	// which suits a one-node cluster and nothing else.
+	Security Security
 }
 
 // Cluster is this node's view of the cluster.
@@ -97,10 +104,14 @@ func Open(cfg Config) (*Cluster, error) {
 	if addr.Port == 0 {
 		advertise = nil // the listener's real port (tests)
 	}
-	c.transport, err = raft.NewTCPTransport(cfg.RaftAddr, advertise, 4, 5*time.Second, io.Discard)
+	stream, err := newStreamLayer(cfg.RaftAddr, advertise, cfg.Security, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
 	}
+	c.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 4, Timeout: 5 * time.Second,
+		Logger: hclog.New(&hclog.LoggerOptions{Name: "raft-net", Level: hclog.Error, Output: io.Discard}),
+	})
 	c.store, err = raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
 	if err != nil {
 		c.transport.Close()
@@ -308,6 +319,9 @@ func (c *Cluster) Identities(db string) map[string]int64 { return c.fsm.identiti
 // TopologyEtag changes whenever nodes or database membership change.
 func (c *Cluster) TopologyEtag() int64 { return max(c.fsm.topologyEtag(), 1) }
 
+// AppliedIndex is the last log index this node applied.
+func (c *Cluster) AppliedIndex() uint64 { return c.raft.AppliedIndex() }
+
 // Barrier waits until this node has applied everything committed before
 // the call (used after a write forwarded to the leader).
 func (c *Cluster) WaitApplied(ctx context.Context, index uint64) error {
@@ -321,16 +335,55 @@ func (c *Cluster) WaitApplied(ctx context.Context, index uint64) error {
 	return nil
 }
 
-// AddVoter adds a node (leader only; callers forward).
-func (c *Cluster) AddVoter(ctx context.Context, n Node) error {
+// AddNonvoter adds a node as a non-voting member (leader only; callers
+// forward) and records it in the node list. It returns the log index of the
+// configuration change: a node that has applied that index is reachable by
+// Raft and has caught up, and only then is it promoted to a voter
+// (Promote). A node that never catches up (a made-up or unreachable
+// address) stays a non-voter and never costs the cluster its quorum.
+func (c *Cluster) AddNonvoter(ctx context.Context, n Node) (uint64, error) {
+	if !c.IsLeader() {
+		return 0, &dberr.Error{Kind: dberr.Unavailable, Msg: "this node is not the leader"}
+	}
+	cmd := Command{Op: opAddNode, Node: &n}
+	if err := validate(&cmd); err != nil {
+		return 0, err
+	}
+	for _, sv := range c.Status().Servers {
+		if sv.Tag == n.Tag && sv.Suffrage == "voter" {
+			if sv.Address == n.RaftAddr {
+				return c.raft.LastIndex(), nil // a retried join
+			}
+			return 0, dberr.New(dberr.Concurrency, "node %s is already a voter at %s; remove it before adding it at %s", n.Tag, sv.Address, n.RaftAddr)
+		}
+	}
+	f := c.raft.AddNonvoter(raft.ServerID(n.Tag), raft.ServerAddress(n.RaftAddr), 0, 10*time.Second)
+	if err := f.Error(); err != nil {
+		return 0, &dberr.Error{Kind: dberr.Unavailable, Msg: "add node " + n.Tag + ": " + err.Error(), Err: err}
+	}
+	index := f.Index()
+	_, err := c.Apply(ctx, cmd)
+	return index, err
+}
+
+// Promote makes a non-voting member a voter (leader only).
+func (c *Cluster) Promote(ctx context.Context, tag string) error {
 	if !c.IsLeader() {
 		return &dberr.Error{Kind: dberr.Unavailable, Msg: "this node is not the leader"}
 	}
-	if err := c.raft.AddVoter(raft.ServerID(n.Tag), raft.ServerAddress(n.RaftAddr), 0, 10*time.Second).Error(); err != nil {
-		return &dberr.Error{Kind: dberr.Unavailable, Msg: "add node " + n.Tag + ": " + err.Error(), Err: err}
+	for _, sv := range c.Status().Servers {
+		if sv.Tag != tag {
+			continue
+		}
+		if sv.Suffrage == "voter" {
+			return nil
+		}
+		if err := c.raft.AddVoter(raft.ServerID(tag), raft.ServerAddress(sv.Address), 0, 10*time.Second).Error(); err != nil {
+			return &dberr.Error{Kind: dberr.Unavailable, Msg: "promote node " + tag + ": " + err.Error(), Err: err}
+		}
+		return nil
 	}
-	_, err := c.Apply(ctx, Command{Op: opAddNode, Node: &n})
-	return err
+	return dberr.New(dberr.NotFound, "node %s is not a member of the cluster; join it first", tag)
 }
 
 // RemoveNode removes a node from Raft and from the state.
@@ -338,8 +391,16 @@ func (c *Cluster) RemoveNode(ctx context.Context, tag string) error {
 	if !c.IsLeader() {
 		return &dberr.Error{Kind: dberr.Unavailable, Msg: "this node is not the leader"}
 	}
-	if err := c.raft.RemoveServer(raft.ServerID(tag), 0, 10*time.Second).Error(); err != nil {
-		return &dberr.Error{Kind: dberr.Unavailable, Msg: "remove node " + tag + ": " + err.Error(), Err: err}
+	inConfig := false
+	for _, sv := range c.Status().Servers {
+		inConfig = inConfig || sv.Tag == tag
+	}
+	// A node that is only in the node list (its Raft membership was
+	// dropped by a recovery, see Recover) is only removed from the state.
+	if inConfig {
+		if err := c.raft.RemoveServer(raft.ServerID(tag), 0, 10*time.Second).Error(); err != nil {
+			return &dberr.Error{Kind: dberr.Unavailable, Msg: "remove node " + tag + ": " + err.Error(), Err: err}
+		}
 	}
 	_, err := c.Apply(ctx, Command{Op: opRemoveNode, Tag: tag})
 	if dberr.Is(err, dberr.DatabaseMissing) {
@@ -360,11 +421,11 @@ func (c *Cluster) StepDown() error {
 // there yet (after bootstrap), or when its URL changed.
 func (c *Cluster) RegisterSelf(ctx context.Context) error {
 	for _, n := range c.fsm.nodes() {
-		if n.Tag == c.cfg.NodeTag && n.URL == c.cfg.URL && n.RaftAddr == c.RaftAddr() {
+		if n.Tag == c.cfg.NodeTag && n.URL == c.cfg.URL && n.RaftAddr == c.RaftAddr() && n.Certificate == c.cfg.Certificate {
 			return nil
 		}
 	}
-	_, err := c.Apply(ctx, Command{Op: opAddNode, Node: &Node{Tag: c.cfg.NodeTag, URL: c.cfg.URL, RaftAddr: c.RaftAddr()}})
+	_, err := c.Apply(ctx, Command{Op: opAddNode, Node: &Node{Tag: c.cfg.NodeTag, URL: c.cfg.URL, RaftAddr: c.RaftAddr(), Certificate: c.cfg.Certificate}})
 	return err
 }
 

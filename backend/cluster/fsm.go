@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/rookerydb/rookery/backend/auth"
 )
 
 // Node is a member of the cluster.
@@ -19,6 +21,9 @@ type Node struct {
 	Tag      string
 	URL      string // HTTP base URL clients use
 	RaftAddr string
+	// Certificate is the node's TLS certificate (base64 DER) on a secured
+	// cluster: subscription workers sent to the node check it.
+	Certificate string `json:",omitempty"`
 }
 
 // Database is a database record: where the database lives and its settings.
@@ -42,6 +47,9 @@ type state struct {
 	Identities map[string]int64     // "db/prefix|", both lower-cased
 	// Subscriptions by "db/name", both lower-cased.
 	Subscriptions map[string]*Subscription `json:",omitempty"`
+	// Certificates are the registered client and node certificates, by
+	// thumbprint.
+	Certificates map[string]*auth.Certificate `json:",omitempty"`
 	// TopologyEtag moves whenever nodes or database membership change.
 	TopologyEtag int64
 }
@@ -99,7 +107,12 @@ type Command struct {
 	Setting  json.RawMessage `json:",omitempty"` // set_setting; null removes
 	Expect   json.RawMessage `json:",omitempty"` // subscription_progress: the progress it replaces; create/update: the new progress
 	Keys     []string        `json:",omitempty"` // subscription_update: several at once
+	// Certificate is certificate_put's registration.
+	Certificate *auth.Certificate `json:",omitempty"`
 }
+
+// appliers are the operations defined in other files, by name.
+var appliers = map[string]func(st *state, c *Command, index uint64) Result{}
 
 // Result is what applying a command returned.
 type Result struct {
@@ -299,6 +312,9 @@ func (f *fsm) apply(c *Command, index uint64) Result {
 		}
 		return Result{Value: st.Identities[k]}
 	default:
+		if fn, ok := appliers[c.Op]; ok {
+			return fn(st, c, index)
+		}
 		return Result{Err: "unknown operation " + c.Op, Kind: "invalid"}
 	}
 	return Result{}

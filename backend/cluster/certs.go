@@ -1,0 +1,86 @@
+package cluster
+
+import (
+	"context"
+	"sort"
+
+	"github.com/rookerydb/rookery/backend/auth"
+	"github.com/rookerydb/rookery/backend/dberr"
+)
+
+// Certificates are part of the cluster state: every node authenticates
+// clients against the same registrations (RavenDB keeps them cluster-wide
+// too).
+const (
+	opCertPut    = "certificate_put"
+	opCertDelete = "certificate_delete"
+)
+
+func init() {
+	validators[opCertPut] = func(c *Command) error {
+		if c.Certificate == nil {
+			return dberr.New(dberr.BadRequest, "invalid cluster command %q: no certificate", c.Op)
+		}
+		return c.Certificate.Validate()
+	}
+	validators[opCertDelete] = func(c *Command) error {
+		if c.Key == "" || len(c.Key) > 64 {
+			return dberr.New(dberr.BadRequest, "invalid cluster command %q: no thumbprint", c.Op)
+		}
+		return nil
+	}
+	appliers[opCertPut] = func(st *state, c *Command, _ uint64) Result {
+		if st.Certificates == nil {
+			st.Certificates = map[string]*auth.Certificate{}
+		}
+		cp := *c.Certificate
+		st.Certificates[cp.Thumbprint] = &cp
+		return Result{}
+	}
+	appliers[opCertDelete] = func(st *state, c *Command, _ uint64) Result {
+		if _, ok := st.Certificates[c.Key]; !ok {
+			return Result{Err: "Certificate '" + c.Key + "' is not registered.", Kind: "not_found"}
+		}
+		delete(st.Certificates, c.Key)
+		return Result{}
+	}
+}
+
+// PutCertificate registers a certificate (or replaces the registration of
+// the same thumbprint) and returns once this node serves it.
+func (c *Cluster) PutCertificate(ctx context.Context, cert auth.Certificate) (Result, error) {
+	return c.applyAndWait(ctx, Command{Op: opCertPut, Certificate: &cert})
+}
+
+// DeleteCertificate revokes a registration.
+func (c *Cluster) DeleteCertificate(ctx context.Context, thumbprint string) (Result, error) {
+	return c.applyAndWait(ctx, Command{Op: opCertDelete, Key: thumbprint})
+}
+
+// Certificate finds a registered certificate by thumbprint.
+func (c *Cluster) Certificate(thumbprint string) (auth.Certificate, bool) {
+	c.fsm.mu.RLock()
+	defer c.fsm.mu.RUnlock()
+	cert, ok := c.fsm.st.Certificates[thumbprint]
+	if !ok {
+		return auth.Certificate{}, false
+	}
+	return *cert, true
+}
+
+// Certificates lists the registered certificates by name.
+func (c *Cluster) Certificates() []auth.Certificate {
+	c.fsm.mu.RLock()
+	out := make([]auth.Certificate, 0, len(c.fsm.st.Certificates))
+	for _, cert := range c.fsm.st.Certificates {
+		out = append(out, *cert)
+	}
+	c.fsm.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Thumbprint < out[j].Thumbprint
+	})
+	return out
+}

@@ -1,0 +1,339 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"html/template"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rookerydb/rookery/backend/audit"
+	"github.com/rookerydb/rookery/backend/auth"
+	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/handlers"
+)
+
+// rule is what a route requires of its caller, and whether the route is an
+// administrative action that goes to the audit log.
+type rule struct {
+	level auth.Level
+	// db says where the route's database name is: "param:db",
+	// "query:name", "query:database", "query:db". An optional one
+	// ("query:db?") lowers a database level to Authenticated when absent
+	// (the live hub serves pages with and without a database).
+	db string
+	// audit names the action in the audit log ("" for none); target says
+	// where its object is ("query:x", "form:x"), besides what the handler
+	// adds (handlers.SetAuditTarget).
+	audit, target string
+}
+
+var (
+	public     = rule{level: auth.Public}
+	anyone     = rule{level: auth.Authenticated}
+	operator   = rule{level: auth.OperatorOnly}
+	clusterAdm = rule{level: auth.ClusterAdminOnly}
+	nodeOnly   = rule{level: auth.NodeOnly}
+	dbRead     = rule{level: auth.DatabaseRead, db: "param:db"}
+	dbWrite    = rule{level: auth.DatabaseReadWrite, db: "param:db"}
+	dbAdmin    = rule{level: auth.DatabaseAdmin, db: "param:db"}
+)
+
+func (r rule) audited(action, target string) rule {
+	r.audit, r.target = action, target
+	return r
+}
+
+func on(level auth.Level, db string) rule { return rule{level: level, db: db} }
+
+// routeRules is every route's access rule, keyed "METHOD path" with Echo's
+// path pattern. Every registered route must be here (TestEveryRouteHasAnAccessRule
+// walks the router); a route missing from it is refused to everyone.
+var routeRules = map[string]rule{
+	// Health, static files, redirects, who am I.
+	"GET /livez":                public,
+	"GET /readyz":               public,
+	"GET /static/*":             public,
+	"GET /":                     public,
+	"GET /studio":               public,
+	"GET /certificates/whoami":  public,
+	"GET /metrics":              operator,
+	"GET /build/version":        anyone,
+	"GET /cluster/topology":     anyone,
+	"GET /cluster/node-info":    anyone,
+	"GET /databases":            anyone, // lists only the databases the caller may read
+	"GET /topology":             on(auth.DatabaseRead, "query:name"),
+	"GET /info/remote-task/tcp": on(auth.DatabaseRead, "query:database"),
+
+	// Server administration.
+	"PUT /admin/databases":                     operator.audited("database.create", "query:name"),
+	"DELETE /admin/databases":                  operator.audited("database.delete", ""),
+	"GET /admin/databases":                     on(auth.DatabaseAdmin, "query:name"),
+	"POST /admin/replication/conflicts/solver": on(auth.DatabaseAdmin, "query:name").audited("conflicts.solver", ""),
+	"GET /admin/certificates":                  operator,
+	"PUT /admin/certificates":                  operator.audited("certificate.put", ""),
+	"POST /admin/certificates/edit":            operator.audited("certificate.edit", ""),
+	"DELETE /admin/certificates":               operator.audited("certificate.delete", "query:thumbprint"),
+	"GET /admin/audit":                         operator,
+
+	// The cluster.
+	"GET /admin/cluster/status":    operator,
+	"GET /admin/cluster/next-tag":  clusterAdm,
+	"POST /admin/cluster/join":     clusterAdm.audited("cluster.join", ""),
+	"POST /admin/cluster/promote":  clusterAdm.audited("cluster.promote", "query:tag"),
+	"POST /admin/cluster/remove":   clusterAdm.audited("cluster.remove", "query:tag"),
+	"POST /admin/cluster/stepdown": clusterAdm.audited("cluster.stepdown", ""),
+	"POST /internal/cluster/apply": nodeOnly,
+
+	// One database: documents, ids, statistics.
+	"GET /databases/:db/docs":                 dbRead,
+	"POST /databases/:db/docs":                dbRead, // loads many ids
+	"HEAD /databases/:db/docs":                dbRead,
+	"PUT /databases/:db/docs":                 dbWrite,
+	"DELETE /databases/:db/docs":              dbWrite,
+	"POST /databases/:db/bulk_docs":           dbWrite,
+	"GET /databases/:db/hilo/next":            dbWrite,
+	"PUT /databases/:db/hilo/return":          dbWrite,
+	"POST /databases/:db/identity/next":       dbWrite,
+	"POST /databases/:db/identity/seed":       dbAdmin.audited("identity.seed", "query:name"),
+	"GET /databases/:db/debug/identities":     dbRead,
+	"GET /databases/:db/stats":                dbRead,
+	"GET /databases/:db/collections/stats":    dbRead,
+	"GET /databases/:db/configuration/client": dbRead,
+	"GET /databases/:db/healthcheck":          dbRead,
+	"GET /databases/:db/info/tcp":             dbRead,
+
+	// Replication and conflicts.
+	"GET /databases/:db/replication":                              nodeOnly,
+	"GET /databases/:db/replication/stats":                        dbRead,
+	"GET /databases/:db/replication/conflicts":                    dbRead,
+	"GET /databases/:db/replication/conflicts/solver":             dbRead,
+	"GET /databases/:db/studio-tasks/suggest-conflict-resolution": dbRead,
+	"GET /databases/:db/conflicts/log":                            dbRead,
+	"POST /databases/:db/conflicts/log/:seq/restore":              dbWrite.audited("conflicts.restore", ""),
+	"POST /databases/:db/conflicts/preview":                       dbRead,
+	"GET /databases/:db/conflicts/operations":                     dbRead,
+	"POST /databases/:db/conflicts/operations":                    dbWrite.audited("conflicts.resolve", ""),
+	"GET /databases/:db/conflicts/operations/:op":                 dbRead,
+	"POST /databases/:db/conflicts/operations/:op/cancel":         dbWrite,
+	"POST /databases/:db/conflicts/operations/:op/resume":         dbWrite.audited("conflicts.resume", ""),
+
+	// Subscriptions.
+	"PUT /databases/:db/subscriptions":                    dbWrite,
+	"GET /databases/:db/subscriptions":                    dbRead,
+	"GET /databases/:db/subscriptions/state":              dbRead,
+	"DELETE /databases/:db/subscriptions":                 dbWrite.audited("subscription.delete", "query:taskName"),
+	"POST /databases/:db/subscriptions/drop":              dbWrite,
+	"POST /databases/:db/subscriptions/update":            dbWrite,
+	"GET /databases/:db/subscriptions/connection-details": dbRead,
+	"POST /databases/:db/subscriptions/try":               dbRead,
+	"POST /databases/:db/subscriptions/enable":            dbAdmin.audited("subscription.enable", "query:name"),
+	"POST /databases/:db/subscriptions/disable":           dbAdmin.audited("subscription.disable", "query:name"),
+	"POST /databases/:db/subscriptions/disable-flagged":   dbAdmin.audited("subscription.disable-flagged", "query:rule"),
+	"GET /databases/:db/subscriptions/monitor":            dbRead,
+	"GET /databases/:db/subscriptions/monitor/thresholds": dbRead,
+	"PUT /databases/:db/subscriptions/monitor/thresholds": dbAdmin.audited("subscription.thresholds", ""),
+	"POST /databases/:db/admin/tasks/state":               dbAdmin.audited("subscription.state", "query:taskName"),
+
+	// The studio: pages need read access, actions what their API twin needs.
+	"GET /studio/":                  anyone,
+	"GET /studio/databases":         anyone,
+	"POST /studio/databases":        operator.audited("database.create", "form:name"),
+	"POST /studio/databases/delete": operator.audited("database.delete", "form:name"),
+	"POST /studio/alerts/dismiss":   anyone,
+	"GET /studio/cluster":           anyone,
+	"POST /studio/cluster/add":      clusterAdm.audited("cluster.join", "form:tag"),
+	"POST /studio/cluster/remove":   clusterAdm.audited("cluster.remove", "form:tag"),
+	"POST /studio/cluster/stepdown": clusterAdm.audited("cluster.stepdown", ""),
+	"GET /studio/live":              on(auth.DatabaseRead, "query:db?"),
+
+	"GET /studio/db/:db/documents":                    dbRead,
+	"GET /studio/db/:db/doc":                          dbRead,
+	"POST /studio/db/:db/doc":                         dbWrite,
+	"POST /studio/db/:db/doc/delete":                  dbWrite,
+	"GET /studio/db/:db/doc/new":                      dbRead,
+	"POST /studio/db/:db/doc/new":                     dbWrite,
+	"GET /studio/db/:db/hilo":                         dbRead,
+	"GET /studio/db/:db/identities":                   dbRead,
+	"POST /studio/db/:db/identities/seed":             dbAdmin.audited("identity.seed", "form:prefix"),
+	"GET /studio/db/:db/stats":                        dbRead,
+	"GET /studio/db/:db/replication":                  dbRead,
+	"GET /studio/db/:db/conflicts":                    dbRead,
+	"POST /studio/db/:db/conflicts/preview":           dbRead,
+	"POST /studio/db/:db/conflicts/apply":             dbWrite.audited("conflicts.resolve", ""),
+	"POST /studio/db/:db/conflicts/operations/cancel": dbWrite,
+	"POST /studio/db/:db/conflicts/operations/resume": dbWrite.audited("conflicts.resume", ""),
+	"GET /studio/db/:db/conflicts/doc":                dbRead,
+	"POST /studio/db/:db/conflicts/doc/keep":          dbWrite,
+	"POST /studio/db/:db/conflicts/doc/resolve":       dbWrite,
+	"GET /studio/db/:db/conflicts/log":                dbRead,
+	"POST /studio/db/:db/conflicts/log/restore":       dbWrite.audited("conflicts.restore", ""),
+	"GET /studio/db/:db/conflicts/settings":           dbRead,
+	"POST /studio/db/:db/conflicts/settings":          dbAdmin.audited("conflicts.solver", ""),
+	"GET /studio/db/:db/conflicts/*":                  dbRead,
+	"GET /studio/db/:db/subscriptions":                dbRead,
+	"POST /studio/db/:db/subscriptions":               dbAdmin.audited("subscription.action", "form:action"),
+	"GET /studio/db/:db/subscriptions/*":              dbRead,
+}
+
+// ruleFor finds the rule of the route a request matched.
+func ruleFor(c echo.Context) (rule, bool) {
+	r, ok := routeRules[c.Request().Method+" "+c.Path()]
+	return r, ok
+}
+
+// databaseOf reads the route's database name from where its rule says.
+func databaseOf(c echo.Context, where string) string {
+	where = strings.TrimSuffix(where, "?")
+	kind, name, _ := strings.Cut(where, ":")
+	switch kind {
+	case "param":
+		return c.Param(name)
+	case "query":
+		return c.QueryParam(name)
+	case "form":
+		return c.FormValue(name)
+	}
+	return ""
+}
+
+// authorize identifies the caller, checks the route's rule, and records
+// audited actions once they ran.
+func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r, ok := ruleFor(c)
+		if !ok {
+			if c.Path() == "" || c.Path() == "/*" {
+				// No route matched: any known caller hears RouteNotFound,
+				// an unknown one that it must authenticate first.
+				r = anyone
+			} else {
+				s.log.Error("route has no access rule; refusing it", "method", c.Request().Method, "route", c.Path())
+				return dberr.New(dberr.Forbidden, "The route %s %s has no access rule; it is refused to everyone.", c.Request().Method, c.Path())
+			}
+		}
+		req := c.Request()
+		id, idErr := s.sec.identify(req)
+		if id != nil {
+			c.SetRequest(req.WithContext(auth.WithIdentity(req.Context(), id)))
+		}
+		if r.level != auth.Public {
+			db := ""
+			level := r.level
+			if level.Database() {
+				db = databaseOf(c, r.db)
+				if db == "" && strings.HasSuffix(r.db, "?") {
+					level = auth.Authenticated
+				}
+			}
+			if idErr != nil || id == nil || !id.Allows(level, db) {
+				err := idErr
+				if err == nil && id == nil {
+					err = auth.ErrNoCertificate
+				}
+				if err == nil {
+					err = id.Refusal(level, db)
+				}
+				if _, ok := err.(*dberr.Error); !ok {
+					err = dberr.New(dberr.Forbidden, "%s", err.Error())
+				}
+				return s.refuse(c, err)
+			}
+		}
+		err := next(c)
+		if r.audit != "" && s.audit != nil && (id == nil || id.Clearance != auth.ClusterNode) {
+			// A node forwarding an action (to the leader) is not its author:
+			// the node that took the request recorded who asked.
+			s.record(c, r, id, err)
+		}
+		return err
+	}
+}
+
+// record writes an audited action to the audit log.
+func (s *Server) record(c echo.Context, r rule, id *auth.Identity, err error) {
+	status := c.Response().Status
+	if err != nil {
+		status, _, _ = ravenError(err)
+	}
+	e := audit.Entry{Node: s.cfg.NodeTag, Action: r.audit, Method: c.Request().Method, Path: c.Request().URL.RequestURI(), Status: status, Remote: c.RealIP()}
+	if id != nil {
+		e.Who, e.Thumbprint, e.Clearance = id.Name, id.Thumbprint, string(id.Clearance)
+	}
+	if r.db != "" {
+		e.Database = databaseOf(c, r.db)
+	}
+	if r.target != "" {
+		e.Target = databaseOf(c, r.target)
+	}
+	if t, ok := c.Get(handlers.AuditTargetKey).(string); ok && t != "" {
+		if e.Target != "" {
+			e.Target += " "
+		}
+		e.Target += t
+	}
+	if len(e.Path) > 2048 {
+		e.Path = e.Path[:2048]
+	}
+	if aerr := s.audit.Append(e); aerr != nil {
+		s.log.Error("could not write the audit log", "error", aerr, "action", e.Action)
+	}
+}
+
+var refusedPage = template.Must(template.New("refused").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Access refused · Rookery</title>
+<link rel="stylesheet" href="/static/studio.css"></head>
+<body><main class="refused" data-testid="auth-refused"><h1>Access refused</h1>
+<p data-testid="auth-refused-reason">{{.}}</p>
+<p>This Rookery node identifies its users by client certificate. Install your certificate (the <code>.pfx</code>
+that <code>studio setup</code> wrote, or one an administrator registered for you) in your browser, then reopen this page
+(browsers remember the certificate they chose; a new private window asks again).</p></main></body></html>`))
+
+// refuse answers a caller who may not go on: RavenDB's 403 with its
+// InvalidAuth error for clients, a page for people.
+func (s *Server) refuse(c echo.Context, err error) error {
+	var de *dberr.Error
+	if !errors.As(err, &de) {
+		de = dberr.New(dberr.Forbidden, "%s", err.Error())
+	}
+	if wantsHTML(c.Request()) {
+		c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+		c.Response().Header().Set("Cache-Control", "no-store")
+		c.Response().WriteHeader(http.StatusForbidden)
+		return refusedPage.Execute(c.Response(), de.Msg)
+	}
+	return de
+}
+
+// wantsHTML tells a browser's page request from a client's.
+func wantsHTML(r *http.Request) bool {
+	return r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// authorizeWorker checks a subscription worker's connection: its
+// certificate (secured) or its address (unsecured) must allow reading db
+// (RavenDB lets Read access act as a subscription worker).
+func (s *Server) authorizeWorker(c net.Conn, db string) error {
+	if !s.sec.secured {
+		if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil && !unsecuredAllows(s.sec.access, ap.Addr()) {
+			return fmt.Errorf("this node runs without authentication and accepts only %s callers; %s is outside that", accessName(s.sec.access), ap.Addr())
+		}
+		return nil
+	}
+	st := tlsState(c)
+	if st == nil {
+		return errors.New("this node requires TLS")
+	}
+	id, err := s.sec.auth.Identify(st.PeerCertificates)
+	if err != nil {
+		return err
+	}
+	if !id.Allows(auth.DatabaseRead, db) {
+		return id.Refusal(auth.DatabaseRead, db)
+	}
+	return nil
+}

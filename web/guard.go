@@ -1,0 +1,69 @@
+package web
+
+import (
+	"net/http"
+	"net/netip"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/handlers"
+)
+
+// The guards run before routing, on every request.
+
+// guard refuses, before anything else runs:
+//   - a Host header that is not one of this node's names (DNS rebinding: a
+//     page on evil.example whose name now resolves to 127.0.0.1). Requests
+//     from other nodes are exempt: they authenticate, and may come through
+//     a proxy (--replication-peers);
+//   - unsecured, a caller outside the ranges --unsecured-access-allowed
+//     names;
+//   - a state-changing request from another origin (CSRF): Sec-Fetch-Site
+//     must say same-origin, or Origin must match this node's scheme, host
+//     and port exactly.
+func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		node := r.Header.Get(nodeAuthHeader) != "" || (r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && s.isNodeCert(r))
+		if !node && !s.sec.hostAllowed(r.Host, r.TLS != nil) {
+			return dberr.New(dberr.BadRequest, "This node does not answer to the host name %q (DNS rebinding protection). Use its own address, or add the name with --allowed-hosts.", clipHost(r.Host))
+		}
+		if !s.sec.secured {
+			if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && !unsecuredAllows(s.sec.access, ap.Addr()) {
+				return dberr.New(dberr.Forbidden, "This node runs without authentication and accepts only %s callers (--unsecured-access-allowed); %s is outside that.", accessName(s.sec.access), ap.Addr())
+			}
+		}
+		if err := handlers.CheckOrigin(r); err != nil {
+			return dberr.New(dberr.Forbidden, "%s", err.Error())
+		}
+		return next(c)
+	}
+}
+
+// isNodeCert tells whether the request's client certificate is a node's.
+func (s *Server) isNodeCert(r *http.Request) bool {
+	id, err := s.sec.auth.Identify(r.TLS.PeerCertificates)
+	return err == nil && id.Clearance == "ClusterNode"
+}
+
+func clipHost(h string) string {
+	if len(h) > 100 {
+		return h[:100] + "…"
+	}
+	return h
+}
+
+// studioHeaders are the browser protections of every response: no framing
+// (clickjacking), no MIME sniffing, and a content security policy that lets
+// pages run only the studio's own scripts and styles.
+func studioHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+		return next(c)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -139,6 +140,72 @@ func validateCommonName(cn string) error {
 		}
 	}
 	return nil
+}
+
+// NodeAddr is one node of --hosts: the host it is reached by and its port.
+type NodeAddr struct {
+	Host string
+	Port int
+}
+
+// HostPort is host:port, the IPv6 form bracketed.
+func (n NodeAddr) HostPort() string { return net.JoinHostPort(n.Host, strconv.Itoa(n.Port)) }
+
+// ParseNodes reads a comma-separated list of nodes: HOST, HOST:PORT, an
+// IPv6 address (bare or in brackets) or [IPv6]:PORT; an entry without a
+// port gets defPort. Hosts are checked as SplitHosts does and written in
+// canonical form (lower case, no trailing dot; IPs as net.IP prints them).
+// Several nodes may share a host (on one machine) but not a host and port.
+// At most 100 nodes.
+func ParseNodes(v string, defPort int) ([]NodeAddr, error) {
+	if defPort < 1 || defPort > 65535 {
+		return nil, fmt.Errorf("port %d is not a TCP port", defPort)
+	}
+	var nodes []NodeAddr
+	seen := map[string]bool{}
+	for _, e := range strings.Split(v, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		if len(nodes) == maxHosts {
+			return nil, fmt.Errorf("more than %d nodes", maxHosts)
+		}
+		n := NodeAddr{Host: e, Port: defPort}
+		if inner, ok := strings.CutPrefix(e, "["); ok && strings.HasSuffix(inner, "]") && net.ParseIP(strings.TrimSuffix(inner, "]")) != nil {
+			n.Host = strings.TrimSuffix(inner, "]")
+		} else if net.ParseIP(e) == nil {
+			if h, p, err := net.SplitHostPort(e); err == nil {
+				if strings.HasPrefix(e, "[") && net.ParseIP(h) == nil {
+					return nil, fmt.Errorf("%q: brackets are for IPv6 addresses", e)
+				}
+				port, err := strconv.Atoi(p)
+				if err != nil || port < 1 || port > 65535 {
+					return nil, fmt.Errorf("%q: the port is not a number from 1 to 65535", e)
+				}
+				n = NodeAddr{Host: h, Port: port}
+			} else if strings.ContainsAny(e, "[]") {
+				return nil, fmt.Errorf("%q: %v", e, err)
+			}
+		}
+		if _, _, err := SplitHosts([]string{n.Host}); err != nil {
+			return nil, err
+		}
+		if ip := net.ParseIP(n.Host); ip != nil {
+			n.Host = ip.String()
+		} else {
+			n.Host = strings.ToLower(strings.TrimSuffix(n.Host, "."))
+		}
+		if seen[n.HostPort()] {
+			return nil, fmt.Errorf("%s is given twice: nodes on one host need different ports", n.HostPort())
+		}
+		seen[n.HostPort()] = true
+		nodes = append(nodes, n)
+	}
+	if len(nodes) == 0 {
+		return nil, errors.New("no hosts")
+	}
+	return nodes, nil
 }
 
 var dnsLabelRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)

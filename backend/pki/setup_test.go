@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -523,4 +524,66 @@ func TestSetupNodeLoadsPEMAndPFX(t *testing.T) {
 	if err == nil {
 		t.Fatalf("node opened the PFX with a wrong passphrase: %s", out)
 	}
+}
+
+func TestParseNodes(t *testing.T) {
+	for in, want := range map[string][]NodeAddr{
+		"h1":                      {{"h1", 8080}},
+		"H1.Example.com.,h2:9000": {{"h1.example.com", 8080}, {"h2", 9000}},
+		"10.0.0.1:1, 10.0.0.1:2":  {{"10.0.0.1", 1}, {"10.0.0.1", 2}},
+		"::1":                     {{"::1", 8080}},
+		"[::1]:443,[fe80::1]":     {{"::1", 443}, {"fe80::1", 8080}},
+		"0:0:0:0:0:0:0:1":         {{"::1", 8080}},
+	} {
+		got, err := ParseNodes(in, 8080)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%q: %v %v, want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", " , ", "h:0", "h:65536", "h:x", "h,h", "h:8080,h", "H,h.", "::1,[::1]:8080", "*.x", "[::1", "[h]:80", "a b", "h:80:90", strings.Repeat("h,", 101)} {
+		if got, err := ParseNodes(bad, 8080); err == nil {
+			t.Errorf("%q accepted: %v", bad, got)
+		}
+	}
+	many := make([]string, 101)
+	for i := range many {
+		many[i] = fmt.Sprintf("h%d", i)
+	}
+	if _, err := ParseNodes(strings.Join(many, ","), 8080); err == nil || !strings.Contains(err.Error(), "more than 100") {
+		t.Errorf("101 nodes: %v", err)
+	}
+	if _, err := ParseNodes("h", 0); err == nil {
+		t.Error("port 0 accepted")
+	}
+}
+
+// FuzzParseNodes: whatever ParseNodes accepts is a canonical, distinct list
+// of valid certificate hosts that parses back to itself.
+func FuzzParseNodes(f *testing.F) {
+	for _, s := range []string{"h1", "h1:9000,h2", "[::1]:443,[fe80::1]", "10.0.0.1:1, 10.0.0.1:2", "H.", "[", "a:b:c", strings.Repeat("x,", 200), strings.Repeat("[", 10000)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		nodes, err := ParseNodes(in, 8080)
+		if err != nil {
+			return
+		}
+		if len(nodes) == 0 || len(nodes) > 100 {
+			t.Fatalf("%q: %d nodes", in, len(nodes))
+		}
+		parts := make([]string, len(nodes))
+		for i, n := range nodes {
+			if n.Port < 1 || n.Port > 65535 {
+				t.Fatalf("%q: port %d", in, n.Port)
+			}
+			if _, _, err := SplitHosts([]string{n.Host}); err != nil {
+				t.Fatalf("%q: accepted host %q fails SplitHosts: %v", in, n.Host, err)
+			}
+			parts[i] = n.HostPort()
+		}
+		again, err := ParseNodes(strings.Join(parts, ","), 1)
+		if err != nil || !reflect.DeepEqual(again, nodes) {
+			t.Fatalf("%q: %v does not parse back (%v, %v)", in, nodes, again, err)
+		}
+	})
 }

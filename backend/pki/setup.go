@@ -96,7 +96,8 @@ type SetupResult struct {
 
 // ClientResult tells what IssueClient (or Setup, for the admin) wrote.
 type ClientResult struct {
-	Name string
+	// Name is the base name of the files; CommonName the certificate's.
+	Name, CommonName string
 	// PEM holds the certificate followed by its PKCS#1 RSA key; CRT the
 	// certificate alone; PFX the PKCS#12 bundle (certificate, key, CA).
 	PEM, CRT, PFX string
@@ -492,6 +493,7 @@ func newClient(dir, base, cn string, days int, password string, ca *x509.Certifi
 	crt := certPEM(cert)
 	res := &ClientResult{
 		Name:              base,
+		CommonName:        cn,
 		PEM:               filepath.Join(dir, base+".pem"),
 		CRT:               filepath.Join(dir, base+".crt"),
 		PFX:               filepath.Join(dir, base+".pfx"),

@@ -175,7 +175,7 @@ func TestSetupWritesAVerifiableCluster(t *testing.T) {
 	if !bytes.Equal(admin.Raw, blocks[0].Bytes) {
 		t.Fatal("admin.crt and admin.pem hold different certificates")
 	}
-	if admin.Subject.CommonName != "Ops admin" || IsNodeCert(admin) {
+	if admin.Subject.CommonName != "Ops admin" || a.CommonName != "Ops admin" || a.Name != "admin" || IsNodeCert(admin) {
 		t.Fatalf("admin CN %q, node mark %v", admin.Subject.CommonName, IsNodeCert(admin))
 	}
 	if err := verify(admin, roots, x509.ExtKeyUsageClientAuth, ""); err != nil {

@@ -206,7 +206,7 @@ func printSetup(w io.Writer, res *pki.SetupResult, nodes []pki.NodeAddr) {
 	fmt.Fprintln(w, "  Chrome, Edge: Settings > Privacy and security > Security > Manage certificates (Your certificates: admin.pfx; Authorities: ca.pem)")
 	fmt.Fprintln(w, "  Firefox:      Settings > Privacy & Security > Certificates > View Certificates (Your Certificates: admin.pfx; Authorities: ca.pem, trust for websites)")
 	fmt.Fprintln(w, "  macOS:        double-click admin.pfx and ca.pem (Keychain Access), then mark the CA \"Always Trust\" for SSL")
-	fmt.Fprintf(w, "then open %s and choose the %q certificate when the browser asks.\n", first, a.Name)
+	fmt.Fprintf(w, "then open %s and choose the %q certificate when the browser asks.\n", first, a.CommonName)
 }
 
 // printClient writes what `setup client` did and how to register the
@@ -227,7 +227,7 @@ func printClient(w io.Writer, dir string, c *pki.ClientResult) {
 }
 
 func printClientFiles(w io.Writer, c *pki.ClientResult) {
-	fmt.Fprintf(w, "  %-20s the %s client certificate (CN %s) and its RSA key (PKCS#1): for curl --cert, the npm client, Go\n", filepath.Base(c.PEM), c.Name, c.Name)
+	fmt.Fprintf(w, "  %-20s the %s client certificate (CN %q) and its RSA key (PKCS#1): for curl --cert, the npm client, Go\n", filepath.Base(c.PEM), c.Name, c.CommonName)
 	fmt.Fprintf(w, "  %-20s the certificate alone (to register it, or to look at)\n", filepath.Base(c.CRT))
 	fmt.Fprintf(w, "  %-20s certificate, key and CA as PKCS#12, for browsers\n", filepath.Base(c.PFX))
 	if c.PasswordFile != "" {

@@ -99,7 +99,7 @@ func flagPairs(t *testing.T, args []string) map[string]string {
 func TestSetupCommandPrintsRunnableFlags(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "my certs") // a space: the printed paths must be quoted
 	var stdout, stderr bytes.Buffer
-	err := runSetup([]string{"--hosts", "127.0.0.1:18080, 127.0.0.1:18081,127.0.0.1:18082", "--san", "localhost", "--out", dir, "--days", "90"}, &stdout, &stderr)
+	err := runSetup([]string{"--hosts", "127.0.0.1:18080, 127.0.0.1:18081,127.0.0.1:18082", "--san", "localhost", "--out", dir, "--days", "90", "--admin-name", "Ops admin"}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
@@ -181,7 +181,7 @@ func TestSetupCommandPrintsRunnableFlags(t *testing.T) {
 	if !reflect.DeepEqual(curl, []string{"--cacert", filepath.Join(dir, "ca.pem"), "--cert", filepath.Join(dir, "admin.pem"), "https://127.0.0.1:18080/certificates/whoami"}) {
 		t.Fatalf("curl line %q", curl)
 	}
-	for _, want := range []string{`type: "pem", certificate: fs.readFileSync("` + filepath.Join(dir, "admin.pem") + `")`, `new DocumentStore(["https://127.0.0.1:18080", "https://127.0.0.1:18081", "https://127.0.0.1:18082"]`, "admin.pfx"} {
+	for _, want := range []string{`type: "pem", certificate: fs.readFileSync("` + filepath.Join(dir, "admin.pem") + `")`, `new DocumentStore(["https://127.0.0.1:18080", "https://127.0.0.1:18081", "https://127.0.0.1:18082"]`, "admin.pfx", `choose the "Ops admin" certificate`} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("output lacks %q:\n%s", want, out)
 		}

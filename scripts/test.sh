@@ -62,6 +62,7 @@ for target in ./backend/batch ./backend/document ./backend/changevector ./backen
 done
 fuzz FuzzDecodeBatch ./backend/replication
 fuzz FuzzWorkerConnection ./web
+fuzz FuzzParseNodes ./backend/pki
 
 step "npm client compatibility suite (ravendb 7.2.2)"
 bash compat/run.sh

@@ -2,6 +2,8 @@
 // management studio, over one SQLite file per database.
 //
 //	studio [serve] [--http ADDR] [--data-dir DIR] [--node-tag TAG] [--public-url URL] [--log-level LEVEL] [--log-format text|json]
+//	studio setup --hosts HOST[:PORT],... --out DIR     (certificates of a secured cluster; see setup.go)
+//	studio setup client --dir DIR --name NAME          (one more client certificate from that CA)
 //
 // Every flag is mirrored by an environment variable: --http is ROOKERY_HTTP,
 // --data-dir is ROOKERY_DATA_DIR, and so on. A flag given on the command line
@@ -53,7 +55,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if len(args) > 0 && args[0] == "serve" {
 		args = args[1:]
 	} else if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		return options{}, fmt.Errorf("unknown command %q (the command is: serve)", args[0])
+		return options{}, fmt.Errorf("unknown command %q (the commands are: serve, setup)", args[0])
 	}
 	var o options
 	fs := flag.NewFlagSet("studio serve", flag.ContinueOnError)
@@ -70,7 +72,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.replicationPeers, "replication-peers", "", "override the URL replication dials for some nodes, as TAG=URL,TAG=URL (for NAT, proxies and fault-injection tests)")
 	fs.StringVar(&o.join, "join", "", "URL of a member of an existing cluster to join (without it a fresh node bootstraps a one-node cluster)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: studio [serve] [flags]\n\nEvery flag is mirrored by an environment variable (--data-dir is ROOKERY_DATA_DIR).\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: studio [serve] [flags]\n       studio setup ... (certificates of a secured cluster: studio setup -h)\n\nEvery flag is mirrored by an environment variable (--data-dir is ROOKERY_DATA_DIR).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	// Environment first, so the command line wins.
@@ -118,6 +120,9 @@ func newLogger(o options, w io.Writer) (*slog.Logger, error) {
 }
 
 func run(args []string, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "setup" {
+		return runSetup(args[1:], os.Stdout, stderr)
+	}
 	o, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

@@ -23,8 +23,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rookerydb/rookery/backend/activity"
-	"github.com/rookerydb/rookery/backend/audit"
 	"github.com/rookerydb/rookery/backend/alerts"
+	"github.com/rookerydb/rookery/backend/audit"
 	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/conflicts"

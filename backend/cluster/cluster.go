@@ -32,7 +32,7 @@ type Config struct {
 	// Certificate is this node's certificate (base64 DER) on a secured
 	// cluster, for the node list.
 	Certificate string
-	Dir      string // log store and snapshots
+	Dir         string // log store and snapshots
 	// Bootstrap makes a one-node cluster when there is no existing state.
 	// A node that joins another one starts without it.
 	Bootstrap bool

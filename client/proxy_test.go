@@ -47,6 +47,11 @@ func newRecordingProxy(t *testing.T, targetURL string) *recordingProxy {
 	u, _ := url.Parse(targetURL)
 	p := &recordingProxy{target: u}
 	rp := httputil.NewSingleHostReverseProxy(u)
+	director := rp.Director
+	rp.Director = func(r *http.Request) {
+		director(r)
+		r.Host = u.Host // the node answers to its own name (DNS-rebinding protection)
+	}
 	rp.ModifyResponse = func(resp *http.Response) error {
 		if p.refreshOnce.CompareAndSwap(true, false) {
 			resp.Header.Set("Refresh-Topology", "true")

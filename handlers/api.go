@@ -55,6 +55,24 @@ type API struct {
 	Audit *audit.Log
 }
 
+// plainNodes is the NodeClient of a node built without one (tests that
+// drive the handlers directly): no credentials.
+var plainNodes NodeClient = &http.Client{}
+
+func (a *API) nodes() NodeClient {
+	if a.Nodes == nil {
+		return plainNodes
+	}
+	return a.Nodes
+}
+
+func (s *Studio) peers() NodeClient {
+	if s.Nodes == nil {
+		return plainNodes
+	}
+	return s.Nodes
+}
+
 // NodeClient sends a request to another node with this node's credentials
 // (its certificate, or the cluster's secret). Timeouts come from the
 // request's context.

@@ -40,7 +40,7 @@ func newServer(t *testing.T) http.Handler {
 
 func do(t *testing.T, h http.Handler, s step) *httptest.ResponseRecorder {
 	t.Helper()
-	req := httptest.NewRequest(s.method, s.url, strings.NewReader(s.body))
+	req := localRequest(s.method, s.url, strings.NewReader(s.body))
 	for k, v := range s.headers {
 		req.Header.Set(k, v)
 	}

@@ -87,7 +87,7 @@ func (a *API) toLeader(c echo.Context, body []byte) (bool, error) {
 		return true, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.Nodes.Do(req)
+	resp, err := a.nodes().Do(req)
 	if err != nil {
 		return true, &dberr.Error{Kind: dberr.Unavailable, Msg: "the leader did not answer: " + err.Error()}
 	}

@@ -189,7 +189,7 @@ func (s *Studio) clusterData(ctx context.Context) views.ClusterData {
 		wg.Add(1)
 		go func(n *views.ClusterNode) {
 			defer wg.Done()
-			ps, err := fetchPeer(ctx, s.Nodes, n.URL)
+			ps, err := fetchPeer(ctx, s.peers(), n.URL)
 			if err != nil {
 				n.Problem = err.Error()
 				return
@@ -273,7 +273,7 @@ func (s *Studio) clusterAdd(c echo.Context) error {
 	// A voter only once it answers and has caught up: a wrong address must
 	// not cost the cluster its quorum.
 	for {
-		st, ferr := fetchPeer(ctx, s.Nodes, n.URL)
+		st, ferr := fetchPeer(ctx, s.peers(), n.URL)
 		if ferr == nil && st.NodeTag == n.Tag && st.AppliedIndex >= index {
 			break
 		}
@@ -397,7 +397,7 @@ func (s *Studio) toLeaderBody(ctx context.Context, pathAndQuery string, body []b
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := s.Nodes.Do(req)
+	resp, err := s.peers().Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("the leader %s at %s did not answer: %w", tag, base, err)
 	}

@@ -163,6 +163,7 @@ func startTestNode(t *testing.T, tag string, bootstrap bool) *testNode {
 	t.Cleanup(n.srv.Close)
 	cl, err := cluster.Open(cluster.Config{
 		NodeTag: tag, RaftAddr: "127.0.0.1:0", URL: n.srv.URL, Dir: t.TempDir(), Bootstrap: bootstrap, Logger: logger,
+		Security: cluster.Security{Token: func() []byte { return []byte("studio cluster test secret") }},
 		// Leadership transfers get one election timeout; leave room under -race.
 		ElectionTimeout: time.Second,
 	})
@@ -233,11 +234,13 @@ func TestStudioClusterThreeNodes(t *testing.T) {
 	if err := a.cl.RegisterSelf(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.cl.AddVoter(ctx, cluster.Node{Tag: "B", URL: b.srv.URL, RaftAddr: b.cl.RaftAddr()}); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.cl.AddVoter(ctx, cluster.Node{Tag: "C", URL: hangURL, RaftAddr: c.cl.RaftAddr()}); err != nil {
-		t.Fatal(err)
+	for _, n := range []cluster.Node{{Tag: "B", URL: b.srv.URL, RaftAddr: b.cl.RaftAddr()}, {Tag: "C", URL: hangURL, RaftAddr: c.cl.RaftAddr()}} {
+		if _, err := a.cl.AddNonvoter(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.cl.Promote(ctx, n.Tag); err != nil {
+			t.Fatal(err)
+		}
 	}
 	waitFor(t, "B and C know the three nodes", func() bool {
 		return len(b.cl.Nodes()) == 3 && len(c.cl.Nodes()) == 3 && b.cl.Status().LeaderTag == "A"

@@ -121,7 +121,7 @@ func firstMatch(t *testing.T, re *regexp.Regexp, body string) string {
 // postValues posts a form whose fields may repeat.
 func postValues(t *testing.T, h http.Handler, path string, v url.Values, headers map[string]string) *httptest.ResponseRecorder {
 	t.Helper()
-	req := httptest.NewRequest("POST", path, strings.NewReader(v.Encode()))
+	req := localRequest("POST", path, strings.NewReader(v.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	for k, x := range headers {
 		req.Header.Set(k, x)

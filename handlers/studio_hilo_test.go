@@ -44,7 +44,7 @@ func TestStudioHiLoPage(t *testing.T) {
 			contains: []string{
 				`data-testid="hilo-max">96<`,
 				`data-testid="hilo-range">33–96<`, `(64 ids)`,
-				`data-testid="hilo-client">192.0.2.1 (ravendb 7.2.2) · node A<`,
+				`data-testid="hilo-client">127.0.0.1 (ravendb 7.2.2) · node A<`,
 				`data-testid="hilo-sizes">32 → 64<`, `data-testid="hilo-trend">doubling<`,
 				`next range if asked now: 128`,
 				`data-testid="hilo-docs">3<`, `highest number 40`,

@@ -44,7 +44,7 @@ func (n *replNode) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := web.New(web.Config{HTTPAddr: n.addr, RaftAddr: n.raft, DataDir: n.dir, NodeTag: n.tag, Join: n.join, Replication: true,
+	srv, err := web.New(web.Config{HTTPAddr: n.addr, RaftAddr: n.raft, DataDir: n.dir, NodeTag: n.tag, Join: n.join, Replication: true, AllowedHosts: []string{"example.com"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ElectionTimeout: 150 * time.Millisecond})
 	if err != nil {
 		l.Close()

@@ -175,3 +175,38 @@ func (s *Server) applyRecords(known map[string]bool) map[string]bool {
 	}
 	return seen
 }
+
+// ProposedTag asks cfg.Join's cluster which tag a new node should take,
+// with the node's credentials (before the node starts).
+func ProposedTag(cfg Config) (string, error) {
+	if cfg.RaftAddr == "" {
+		cfg.RaftAddr = RaftAddrFor(cfg.HTTPAddr)
+	}
+	sec, err := newSecurity(&cfg)
+	if err != nil {
+		return "", err
+	}
+	nodes := newNodeClient(sec)
+	var last error
+	for i := 0; i < 50; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(cfg.Join, "/")+"/admin/cluster/next-tag", nil)
+		resp, err := nodes.Do(req)
+		if err == nil {
+			var v struct{ Tag string }
+			err = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&v)
+			resp.Body.Close()
+			if err == nil && v.Tag != "" {
+				cancel()
+				return v.Tag, nil
+			}
+			if err == nil {
+				err = fmt.Errorf("%s answered %d", cfg.Join, resp.StatusCode)
+			}
+		}
+		cancel()
+		last = err
+		time.Sleep(200 * time.Millisecond)
+	}
+	return "", last
+}

@@ -213,7 +213,7 @@ func TestReplicationSilentDestination(t *testing.T) {
 	// Point a sender straight at a listener that accepts and says nothing.
 	l := silentListener(t)
 	db, _ := a.srv.Catalog().Get("rep")
-	snd := replication.NewSender(db, "http://"+l, dialReplication, replication.Options{Name: "Z"})
+	snd := replication.NewSender(db, "http://"+l, a.srv.dialReplication, replication.Options{Name: "Z"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go snd.Run(ctx)

@@ -93,6 +93,9 @@ func accessName(flags int) string {
 // checkUnsecuredBind refuses to listen unsecured on an address outside the
 // allowed ranges: an unspecified address (0.0.0.0, ::) is every network.
 func checkUnsecuredBind(flag, addr string, flags int) error {
+	if addr == "" {
+		return nil // not listening (tests that drive the handler directly)
+	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("%s %q: %v", flag, addr, err)

@@ -44,8 +44,9 @@ func NodeTag(tag string) error {
 const MaxSubscriptionName = 256
 
 // Subscription checks a subscription name: valid UTF-8, at most 256 bytes,
-// printable characters only (no control characters, no NUL), no '/' or '\'
-// and no leading or trailing space.
+// printable characters only (no control characters, no NUL), no '\', no
+// leading or trailing space, and, since a name may hold '/' ("team/a"), no
+// empty, "." or ".." part between slashes.
 func Subscription(name string) error {
 	bad := func(why string) error {
 		return dberr.New(dberr.BadRequest, "Subscription name '%s' is not valid: %s", clip(name), why)
@@ -59,10 +60,13 @@ func Subscription(name string) error {
 		return bad("it is not valid UTF-8")
 	case strings.TrimSpace(name) != name:
 		return bad("it starts or ends with a space")
-	case strings.ContainsAny(name, `/\`):
-		return bad("it contains '/' or '\\'")
-	case name == "." || name == "..":
-		return bad("it is '.' or '..'")
+	case strings.Contains(name, `\`):
+		return bad("it contains '\\'")
+	}
+	for _, part := range strings.Split(name, "/") {
+		if part == "" || part == "." || part == ".." {
+			return bad("it has an empty, '.' or '..' part between slashes")
+		}
 	}
 	for _, r := range name {
 		if !unicode.IsPrint(r) && r != ' ' {

@@ -26,12 +26,12 @@ func TestNames(t *testing.T) {
 			t.Errorf("NodeTag(%q) accepted", bad)
 		}
 	}
-	for _, ok := range []string{"orders feed", "Über-Abo 1", "12"} {
+	for _, ok := range []string{"orders feed", "Über-Abo 1", "12", "team/a"} {
 		if err := Subscription(ok); err != nil {
 			t.Errorf("Subscription(%q): %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "a\x00b", "../../x", `a\b`, " x", "x\n", "\xff", strings.Repeat("s", 100<<10)} {
+	for _, bad := range []string{"", "a\x00b", "../../x", "a/../b", "/x", "x/", "a//b", `a\b`, " x", "x\n", "\xff", strings.Repeat("s", 100<<10)} {
 		err := Subscription(bad)
 		if err == nil {
 			t.Errorf("Subscription(%q) accepted", bad)

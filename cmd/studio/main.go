@@ -12,14 +12,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -42,6 +40,8 @@ type options struct {
 	raftAddr, join, replicationPeers                           string
 	replication                                                bool
 	shutdownTimeout                                            time.Duration
+	// Security.
+	tlsCert, tlsKey, tlsCA, wellKnownAdmins, unsecuredAccess, allowedHosts string
 	// tagSet: --node-tag (or ROOKERY_NODE_TAG) was given explicitly.
 	tagSet bool
 }
@@ -63,7 +63,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8080", "HTTP listen address for the API and the studio")
 	fs.StringVar(&o.dataDir, "data-dir", "./data", "directory holding the databases")
 	fs.StringVar(&o.nodeTag, "node-tag", "A", "this node's tag: 1 to 4 upper-case letters")
-	fs.StringVar(&o.publicURL, "public-url", "", "URL clients should use for this node (default: http://<http address>)")
+	fs.StringVar(&o.publicURL, "public-url", "", "URL clients should use for this node (default: http(s)://<http address>)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on SIGINT/SIGTERM")
@@ -71,6 +71,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.replication, "replication", true, "replicate documents between the members of each database (--replication=false keeps each node's copy to itself)")
 	fs.StringVar(&o.replicationPeers, "replication-peers", "", "override the URL replication dials for some nodes, as TAG=URL,TAG=URL (for NAT, proxies and fault-injection tests)")
 	fs.StringVar(&o.join, "join", "", "URL of a member of an existing cluster to join (without it a fresh node bootstraps a one-node cluster)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate of this node: serve HTTPS, identify clients by certificate, run Raft and replication over mutual TLS (studio setup makes one)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "PEM CA of the cluster: certificates it issued with the cluster-node mark are nodes")
+	fs.StringVar(&o.wellKnownAdmins, "well-known-admin-certs", "", "comma-separated certificate thumbprints that are ClusterAdmin without being registered")
+	fs.StringVar(&o.unsecuredAccess, "unsecured-access-allowed", "Local", "without TLS, where the node may listen and be called from: None, Local, PrivateNetwork, PublicNetwork (comma-combined)")
+	fs.StringVar(&o.allowedHosts, "allowed-hosts", "", "comma-separated extra Host names (host or host:port) the node answers to, besides its URL and listen address (DNS-rebinding protection)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: studio [serve] [flags]\n       studio setup ... (certificates of a secured cluster: studio setup -h)\n\nEvery flag is mirrored by an environment variable (--data-dir is ROOKERY_DATA_DIR).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -135,14 +141,17 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	}
 	slog.SetDefault(log)
-	if err := resolveTag(&o, log); err != nil {
-		return err
-	}
 	peers, err := parsePeers(o.replicationPeers)
 	if err != nil {
 		return err
 	}
-	srv, err := web.New(web.Config{HTTPAddr: o.httpAddr, DataDir: o.dataDir, NodeTag: o.nodeTag, PublicURL: o.publicURL, Logger: log, RaftAddr: o.raftAddr, Join: o.join, Replication: o.replication, ReplicationPeers: peers})
+	cfg := web.Config{HTTPAddr: o.httpAddr, DataDir: o.dataDir, NodeTag: o.nodeTag, PublicURL: o.publicURL, Logger: log, RaftAddr: o.raftAddr, Join: o.join, Replication: o.replication, ReplicationPeers: peers,
+		TLSCert: o.tlsCert, TLSKey: o.tlsKey, TLSCA: o.tlsCA, WellKnownAdminCerts: splitList(o.wellKnownAdmins), UnsecuredAccessAllowed: o.unsecuredAccess, AllowedHosts: splitList(o.allowedHosts)}
+	if err := resolveTag(&o, &cfg, log); err != nil {
+		return err
+	}
+	cfg.NodeTag = o.nodeTag
+	srv, err := web.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -178,7 +187,7 @@ func run(args []string, stderr io.Writer) error {
 // the tag this data directory had before; otherwise, when joining, the one
 // the cluster proposes; otherwise A. The tag is remembered in the data
 // directory, since it names the node in the cluster for good.
-func resolveTag(o *options, log *slog.Logger) error {
+func resolveTag(o *options, cfg *web.Config, log *slog.Logger) error {
 	file := filepath.Join(o.dataDir, "node-tag")
 	saved := ""
 	if b, err := os.ReadFile(file); err == nil {
@@ -192,7 +201,7 @@ func resolveTag(o *options, log *slog.Logger) error {
 	case saved != "":
 		o.nodeTag = saved
 	case o.join != "":
-		tag, err := proposedTag(o.join)
+		tag, err := web.ProposedTag(*cfg)
 		if err != nil {
 			return fmt.Errorf("asking %s for a node tag: %w", o.join, err)
 		}
@@ -205,23 +214,15 @@ func resolveTag(o *options, log *slog.Logger) error {
 	return os.WriteFile(file, []byte(o.nodeTag+"\n"), 0o644)
 }
 
-func proposedTag(join string) (string, error) {
-	client := &http.Client{Timeout: 5 * time.Second}
-	var last error
-	for i := 0; i < 50; i++ {
-		resp, err := client.Get(strings.TrimRight(join, "/") + "/admin/cluster/next-tag")
-		if err == nil {
-			var v struct{ Tag string }
-			err = json.NewDecoder(resp.Body).Decode(&v)
-			resp.Body.Close()
-			if err == nil && v.Tag != "" {
-				return v.Tag, nil
-			}
+// splitList reads a comma-separated flag.
+func splitList(v string) []string {
+	var out []string
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
 		}
-		last = err
-		time.Sleep(200 * time.Millisecond)
 	}
-	return "", last
+	return out
 }
 
 // parsePeers reads --replication-peers: TAG=URL pairs separated by commas.

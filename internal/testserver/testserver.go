@@ -45,11 +45,15 @@ func Start(t testing.TB, opts ...Options) *Node {
 	}
 	srv, err := web.New(web.Config{
 		HTTPAddr: l.Addr().String(),
+		RaftAddr: "127.0.0.1:0", // port+1000 may be taken on a busy machine
 		DataDir:  o.DataDir,
 		NodeTag:  o.NodeTag,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		// Short Raft timeouts: a one-node cluster leads at once.
 		ElectionTimeout: 100 * time.Millisecond,
+		// httptest's requests name example.com; tests drive the handler
+		// with them as well as over the network.
+		AllowedHosts: []string{"example.com"},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -123,7 +123,7 @@ func (a *API) buildVersion(c echo.Context) error {
 
 // listDatabases serves GET /databases[?namesOnly=true].
 func (a *API) listDatabases(c echo.Context) error {
-	names := a.Catalog.Names()
+	names := Readable(c.Request().Context(), a.Catalog.Names())
 	start, pageSize, err := pagingWith(c, int64(len(names)))
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"hash/fnv"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/rookerydb/rookery/backend/activity"
 	"github.com/rookerydb/rookery/backend/audit"
+	"github.com/rookerydb/rookery/backend/auth"
 	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/conflicts"
@@ -78,6 +80,19 @@ func (s *Studio) peers() NodeClient {
 // request's context.
 type NodeClient interface {
 	Do(req *http.Request) (*http.Response, error)
+}
+
+// Readable keeps the databases the caller may read (all of them for an
+// Operator or above, and on an unsecured node).
+func Readable(ctx context.Context, names []string) []string {
+	id := auth.FromContext(ctx)
+	out := names[:0:0]
+	for _, n := range names {
+		if id.Allows(auth.DatabaseRead, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // idents takes identities through the cluster's log.

@@ -56,8 +56,12 @@ func on(level auth.Level, db string) rule { return rule{level: level, db: db} }
 var routeRules = map[string]rule{
 	// Echo's catch-alls of the groups (they answer 404s after the group's
 	// middleware): an unknown path is for known callers only.
+	"ANY /databases/:db":   anyone,
 	"ANY /databases/:db/*": anyone,
+	"ANY /studio":          anyone,
 	"ANY /studio/*":        anyone,
+	"ANY /studio/db/:db":   anyone,
+	"ANY /studio/db/:db/*": anyone,
 
 	// Health, static files, redirects, who am I.
 	"GET /livez":                public,

@@ -155,16 +155,27 @@ func (a *API) clusterJoin(c echo.Context) error {
 }
 
 // clusterPromote makes a non-voting member a voter once it caught up:
-// POST /admin/cluster/promote?tag=.
+// POST /admin/cluster/promote?tag= with {"Nonce"}, the nonce the leader
+// recorded when the node joined, which the node read from its own state.
 func (a *API) clusterPromote(c echo.Context) error {
-	if done, err := a.toLeader(c, nil); done {
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<10))
+	if err != nil {
+		return err
+	}
+	if done, err := a.toLeader(c, body); done {
 		return err
 	}
 	tag, err := requiredParam(c, "tag")
 	if err != nil {
 		return err
 	}
-	if err := a.Cluster.Promote(c.Request().Context(), tag); err != nil {
+	var req struct{ Nonce string }
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			return dberr.New(dberr.BadRequest, "Invalid body: expected {\"Nonce\"}: %v", err)
+		}
+	}
+	if err := a.Cluster.Promote(c.Request().Context(), tag, req.Nonce); err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, map[string]string{"Promoted": tag})

@@ -283,10 +283,14 @@ func (s *Studio) clusterAdd(c echo.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	// The node answered with its tag and has applied the join: this
+	// node's copy of the state holds the nonce that proves it.
+	nonce := s.Cluster.JoinNonce(n.Tag)
 	if s.Cluster.IsLeader() {
-		err = s.Cluster.Promote(ctx, n.Tag)
+		err = s.Cluster.Promote(ctx, n.Tag, nonce)
 	} else {
-		_, err = s.toLeaderBody(ctx, "/admin/cluster/promote?tag="+url.QueryEscape(n.Tag), nil)
+		body, _ := json.Marshal(map[string]string{"Nonce": nonce})
+		_, err = s.toLeaderBody(ctx, "/admin/cluster/promote?tag="+url.QueryEscape(n.Tag), body)
 	}
 	if err != nil {
 		return redirectFlash(c, clusterPath, "Node "+n.Tag+" caught up, but promoting it to a voter failed: "+err.Error(), true)

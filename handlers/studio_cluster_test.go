@@ -238,7 +238,7 @@ func TestStudioClusterThreeNodes(t *testing.T) {
 		if _, err := a.cl.AddNonvoter(ctx, n); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.cl.Promote(ctx, n.Tag); err != nil {
+		if err := a.cl.Promote(ctx, n.Tag, a.cl.JoinNonce(n.Tag)); err != nil {
 			t.Fatal(err)
 		}
 	}

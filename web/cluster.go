@@ -89,7 +89,10 @@ func (s *Server) join(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	if err := s.postToMember(ctx, base+"/admin/cluster/promote?tag="+s.cfg.NodeTag, nil, nil); err != nil {
+	// The nonce the leader recorded for this node is in this node's copy
+	// of the state now: it proves this node is reached by Raft.
+	promote, _ := json.Marshal(map[string]string{"Nonce": s.cluster.JoinNonce(s.cfg.NodeTag)})
+	if err := s.postToMember(ctx, base+"/admin/cluster/promote?tag="+s.cfg.NodeTag, promote, nil); err != nil {
 		return err
 	}
 	s.log.Info("joined the cluster", "via", s.cfg.Join, "node_tag", s.cfg.NodeTag)

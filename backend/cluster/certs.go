@@ -3,9 +3,11 @@ package cluster
 import (
 	"context"
 	"sort"
+	"strings"
 
 	"github.com/rookerydb/rookery/backend/auth"
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/names"
 )
 
 // Certificates are part of the cluster state: every node authenticates
@@ -14,6 +16,8 @@ import (
 const (
 	opCertPut    = "certificate_put"
 	opCertDelete = "certificate_delete"
+	// opJoinNonce records (Key) or clears (no Key) a joining node's nonce.
+	opJoinNonce = "join_nonce"
 )
 
 func init() {
@@ -28,6 +32,26 @@ func init() {
 			return dberr.New(dberr.BadRequest, "invalid cluster command %q: no thumbprint", c.Op)
 		}
 		return nil
+	}
+	validators[opJoinNonce] = func(c *Command) error {
+		if err := names.NodeTag(c.Tag); err != nil {
+			return err
+		}
+		if c.Key != "" && (len(c.Key) != 32 || strings.Trim(c.Key, "0123456789abcdef") != "") {
+			return dberr.New(dberr.BadRequest, "invalid cluster command %q: the nonce is 32 hex digits", c.Op)
+		}
+		return nil
+	}
+	appliers[opJoinNonce] = func(st *state, c *Command, _ uint64) Result {
+		if st.JoinNonces == nil {
+			st.JoinNonces = map[string]string{}
+		}
+		if c.Key == "" {
+			delete(st.JoinNonces, c.Tag)
+		} else {
+			st.JoinNonces[c.Tag] = c.Key
+		}
+		return Result{}
 	}
 	appliers[opCertPut] = func(st *state, c *Command, _ uint64) Result {
 		if st.Certificates == nil {

@@ -5,6 +5,9 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -336,11 +339,13 @@ func (c *Cluster) WaitApplied(ctx context.Context, index uint64) error {
 }
 
 // AddNonvoter adds a node as a non-voting member (leader only; callers
-// forward) and records it in the node list. It returns the log index of the
-// configuration change: a node that has applied that index is reachable by
-// Raft and has caught up, and only then is it promoted to a voter
-// (Promote). A node that never catches up (a made-up or unreachable
-// address) stays a non-voter and never costs the cluster its quorum.
+// forward), records it in the node list, and records a random join nonce
+// for it. It returns the log index of that nonce: the node, once it has
+// applied that index, has been reached by Raft and caught up, and reads
+// the nonce from its own copy of the state to ask for its promotion to a
+// voter (Promote). The nonce never leaves the cluster state, so nobody can
+// promote a node that Raft does not reach (a made-up or wrong address): it
+// stays a non-voter and never costs the cluster its quorum.
 func (c *Cluster) AddNonvoter(ctx context.Context, n Node) (uint64, error) {
 	if !c.IsLeader() {
 		return 0, &dberr.Error{Kind: dberr.Unavailable, Msg: "this node is not the leader"}
@@ -350,24 +355,43 @@ func (c *Cluster) AddNonvoter(ctx context.Context, n Node) (uint64, error) {
 		return 0, err
 	}
 	for _, sv := range c.Status().Servers {
-		if sv.Tag == n.Tag && sv.Suffrage == "voter" {
-			if sv.Address == n.RaftAddr {
-				return c.raft.LastIndex(), nil // a retried join
-			}
+		if sv.Tag == n.Tag && sv.Suffrage == "voter" && sv.Address != n.RaftAddr {
 			return 0, dberr.New(dberr.Concurrency, "node %s is already a voter at %s; remove it before adding it at %s", n.Tag, sv.Address, n.RaftAddr)
 		}
 	}
-	f := c.raft.AddNonvoter(raft.ServerID(n.Tag), raft.ServerAddress(n.RaftAddr), 0, 10*time.Second)
-	if err := f.Error(); err != nil {
-		return 0, &dberr.Error{Kind: dberr.Unavailable, Msg: "add node " + n.Tag + ": " + err.Error(), Err: err}
+	voter := false
+	for _, sv := range c.Status().Servers {
+		voter = voter || (sv.Tag == n.Tag && sv.Suffrage == "voter")
 	}
-	index := f.Index()
-	_, err := c.Apply(ctx, cmd)
-	return index, err
+	if !voter {
+		f := c.raft.AddNonvoter(raft.ServerID(n.Tag), raft.ServerAddress(n.RaftAddr), 0, 10*time.Second)
+		if err := f.Error(); err != nil {
+			return 0, &dberr.Error{Kind: dberr.Unavailable, Msg: "add node " + n.Tag + ": " + err.Error(), Err: err}
+		}
+	}
+	if _, err := c.Apply(ctx, cmd); err != nil {
+		return 0, err
+	}
+	nonce := make([]byte, 16)
+	if _, err := rand.Read(nonce); err != nil {
+		return 0, err
+	}
+	r, err := c.Apply(ctx, Command{Op: opJoinNonce, Tag: n.Tag, Key: hex.EncodeToString(nonce)})
+	return r.Index, err
 }
 
-// Promote makes a non-voting member a voter (leader only).
-func (c *Cluster) Promote(ctx context.Context, tag string) error {
+// JoinNonce is the nonce the leader recorded for a joining node ("" when
+// none): the joining node reads it from its own copy of the state.
+func (c *Cluster) JoinNonce(tag string) string {
+	c.fsm.mu.RLock()
+	defer c.fsm.mu.RUnlock()
+	return c.fsm.st.JoinNonces[tag]
+}
+
+// Promote makes a non-voting member a voter (leader only). nonce must be
+// the one AddNonvoter recorded for it: proof that the node applied the log
+// that far.
+func (c *Cluster) Promote(ctx context.Context, tag, nonce string) error {
 	if !c.IsLeader() {
 		return &dberr.Error{Kind: dberr.Unavailable, Msg: "this node is not the leader"}
 	}
@@ -378,10 +402,15 @@ func (c *Cluster) Promote(ctx context.Context, tag string) error {
 		if sv.Suffrage == "voter" {
 			return nil
 		}
+		want := c.JoinNonce(tag)
+		if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(nonce)) != 1 {
+			return dberr.New(dberr.InvalidOperation, "node %s has not shown that it caught up with the cluster (its join nonce is missing or wrong); it stays a non-voting member", tag)
+		}
 		if err := c.raft.AddVoter(raft.ServerID(tag), raft.ServerAddress(sv.Address), 0, 10*time.Second).Error(); err != nil {
 			return &dberr.Error{Kind: dberr.Unavailable, Msg: "promote node " + tag + ": " + err.Error(), Err: err}
 		}
-		return nil
+		_, err := c.Apply(ctx, Command{Op: opJoinNonce, Tag: tag})
+		return err
 	}
 	return dberr.New(dberr.NotFound, "node %s is not a member of the cluster; join it first", tag)
 }

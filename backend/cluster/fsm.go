@@ -50,6 +50,9 @@ type state struct {
 	// Certificates are the registered client and node certificates, by
 	// thumbprint.
 	Certificates map[string]*auth.Certificate `json:",omitempty"`
+	// JoinNonces are the nonces of nodes that joined as non-voters and
+	// are not promoted yet, by tag (see Cluster.AddNonvoter).
+	JoinNonces map[string]string `json:",omitempty"`
 	// TopologyEtag moves whenever nodes or database membership change.
 	TopologyEtag int64
 }
@@ -174,6 +177,7 @@ func (f *fsm) apply(c *Command, index uint64) Result {
 			return Result{Err: "no node " + c.Tag, Kind: "missing"}
 		}
 		delete(st.Nodes, c.Tag)
+		delete(st.JoinNonces, c.Tag)
 		for _, d := range st.Databases {
 			d.Members = without(d.Members, c.Tag)
 		}

@@ -63,6 +63,9 @@ func validate(c *Command) error {
 		if err := names.NodeURL(c.Node.URL); err != nil {
 			return err
 		}
+		if len(c.Node.Certificate) > 64<<10 {
+			return bad("the node's certificate is too large")
+		}
 		return names.HostPort(c.Node.RaftAddr)
 	case opRemoveNode:
 		return names.NodeTag(c.Tag)

@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 )
 
 // Recover rewrites a stopped node's Raft configuration to the given voters
@@ -102,7 +104,12 @@ func CurrentVoters(dir string) (map[string]string, error) {
 	return out, nil
 }
 
-// openBoltStore opens the Raft log store.
+// openBoltStore opens a stopped node's Raft log store; a store another
+// process holds (the node is running) is an error, not a wait.
 func openBoltStore(path string) (*raftboltdb.BoltStore, error) {
-	return raftboltdb.NewBoltStore(path)
+	s, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: time.Second}})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return nil, fmt.Errorf("%s is in use: stop the node first", path)
+	}
+	return s, err
 }

@@ -55,7 +55,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if len(args) > 0 && args[0] == "serve" {
 		args = args[1:]
 	} else if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		return options{}, fmt.Errorf("unknown command %q (the commands are: serve, setup)", args[0])
+		return options{}, fmt.Errorf("unknown command %q (the commands are: serve, setup, cluster recover)", args[0])
 	}
 	var o options
 	fs := flag.NewFlagSet("studio serve", flag.ContinueOnError)
@@ -128,6 +128,9 @@ func newLogger(o options, w io.Writer) (*slog.Logger, error) {
 func run(args []string, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "setup" {
 		return runSetup(args[1:], os.Stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "cluster" {
+		return runCluster(args[1:], os.Stdout, stderr)
 	}
 	o, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {

@@ -226,15 +226,14 @@ func newSecurity(cfg *Config) (*security, error) {
 		return nil, fmt.Errorf("--tls-cert %s expired on %s", cfg.TLSCert, leaf.NotAfter.Format(time.RFC3339))
 	}
 	a := &auth.Authenticator{Registry: &sec.registry, Self: pki.Thumbprint(leaf.Raw), WellKnownAdmins: map[string]bool{}}
-	for _, tp := range cfg.WellKnownAdminCerts {
-		tp = strings.ToUpper(strings.TrimSpace(tp))
-		if tp == "" {
-			continue
+	for _, entry := range cfg.WellKnownAdminCerts {
+		tp, err := wellKnownThumbprint(strings.TrimSpace(entry))
+		if err != nil {
+			return nil, err
 		}
-		if len(tp) != 40 || strings.Trim(tp, "0123456789ABCDEF") != "" {
-			return nil, fmt.Errorf("--well-known-admin-certs: %q is not a certificate thumbprint (40 hex digits)", tp)
+		if tp != "" {
+			a.WellKnownAdmins[tp] = true
 		}
-		a.WellKnownAdmins[tp] = true
 	}
 	if cfg.TLSCA != "" {
 		pemBytes, err := os.ReadFile(cfg.TLSCA)
@@ -264,6 +263,27 @@ func newSecurity(cfg *Config) (*security, error) {
 		MinVersion:            tls.VersionTLS12,
 	}
 	return sec, nil
+}
+
+// wellKnownThumbprint reads an entry of --well-known-admin-certs: a
+// thumbprint (40 hex digits), or the path of a certificate file (PEM or
+// DER), whose thumbprint is taken.
+func wellKnownThumbprint(entry string) (string, error) {
+	if entry == "" {
+		return "", nil
+	}
+	if tp := strings.ToUpper(entry); len(tp) == 40 && strings.Trim(tp, "0123456789ABCDEF") == "" {
+		return tp, nil
+	}
+	b, err := os.ReadFile(entry)
+	if err != nil {
+		return "", fmt.Errorf("--well-known-admin-certs: %q is neither a certificate thumbprint (40 hex digits) nor a readable certificate file: %v", entry, err)
+	}
+	c, err := pki.ParseCertificate(b)
+	if err != nil {
+		return "", fmt.Errorf("--well-known-admin-certs %s: %v", entry, err)
+	}
+	return pki.Thumbprint(c.Raw), nil
 }
 
 func (sec *security) saveSecret(s []byte) error {

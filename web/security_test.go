@@ -329,7 +329,9 @@ func TestSecurityUnsecuredScope(t *testing.T) {
 // same certificates.
 func TestSecuredNode(t *testing.T) {
 	c := makeCerts(t)
-	n := serveNode(t, c.secured())
+	cfg := c.secured()
+	cfg.WellKnownAdminCerts = []string{c.setup.Admin.CRT} // a file works as well as a thumbprint
+	n := serveNode(t, cfg)
 	if !strings.HasPrefix(n.url, "https://") {
 		t.Fatalf("url %s", n.url)
 	}

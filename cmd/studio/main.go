@@ -74,7 +74,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate of this node: serve HTTPS, identify clients by certificate, run Raft and replication over mutual TLS (studio setup makes one)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "PEM CA of the cluster: certificates it issued with the cluster-node mark are nodes")
-	fs.StringVar(&o.wellKnownAdmins, "well-known-admin-certs", "", "comma-separated certificate thumbprints that are ClusterAdmin without being registered")
+	fs.StringVar(&o.wellKnownAdmins, "well-known-admin-certs", "", "comma-separated certificate thumbprints, or certificate files, that are ClusterAdmin without being registered")
 	fs.StringVar(&o.unsecuredAccess, "unsecured-access-allowed", "Local", "without TLS, where the node may listen and be called from: None, Local, PrivateNetwork, PublicNetwork (comma-combined)")
 	fs.StringVar(&o.allowedHosts, "allowed-hosts", "", "comma-separated extra Host names (host or host:port) the node answers to, besides its URL and listen address (DNS-rebinding protection)")
 	fs.Usage = func() {

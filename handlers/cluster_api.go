@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -54,6 +55,13 @@ func (a *API) clusterStatus(c echo.Context) error {
 	})
 }
 
+// proposedTags remembers the tags nextTag handed out for a minute, so
+// nodes started together (asking before either joined) get different ones.
+var proposedTags = struct {
+	sync.Mutex
+	at map[string]time.Time
+}{at: map[string]time.Time{}}
+
 // nextTag proposes the tag for a node that joins without one.
 func (a *API) nextTag(c echo.Context) error {
 	taken := map[string]bool{}
@@ -63,8 +71,18 @@ func (a *API) nextTag(c echo.Context) error {
 	for _, s := range a.Cluster.Status().Servers {
 		taken[s.Tag] = true
 	}
+	proposedTags.Lock()
+	defer proposedTags.Unlock()
+	for tag, at := range proposedTags.at {
+		if time.Since(at) < time.Minute {
+			taken[tag] = true
+		} else {
+			delete(proposedTags.at, tag)
+		}
+	}
 	for ch := 'A'; ch <= 'Z'; ch++ {
 		if !taken[string(ch)] {
+			proposedTags.at[string(ch)] = time.Now()
 			return writeJSON(c, http.StatusOK, map[string]string{"Tag": string(ch)})
 		}
 	}

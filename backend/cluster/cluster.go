@@ -355,8 +355,8 @@ func (c *Cluster) AddNonvoter(ctx context.Context, n Node) (uint64, error) {
 		return 0, err
 	}
 	for _, sv := range c.Status().Servers {
-		if sv.Tag == n.Tag && sv.Suffrage == "voter" && sv.Address != n.RaftAddr {
-			return 0, dberr.New(dberr.Concurrency, "node %s is already a voter at %s; remove it before adding it at %s", n.Tag, sv.Address, n.RaftAddr)
+		if sv.Tag == n.Tag && sv.Address != n.RaftAddr {
+			return 0, dberr.New(dberr.Concurrency, "node %s is already a member (a %s at %s); remove it before adding it at %s", n.Tag, sv.Suffrage, sv.Address, n.RaftAddr)
 		}
 	}
 	voter := false

@@ -101,7 +101,7 @@ func Open(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
 	}
-	c.store, err = raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
+	c.store, err = openLogStore(filepath.Join(cfg.Dir, "raft.db"))
 	if err != nil {
 		c.transport.Close()
 		return nil, err

@@ -4,6 +4,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"hash/fnv"
 	"net/http"
@@ -39,6 +40,10 @@ type API struct {
 	Conflicts *conflicts.Manager
 	// Subscriptions runs the subscription workers and their monitor.
 	Subscriptions *subscriptions.Manager
+	// Reseed replaces this node's damaged copy of a database with a fresh
+	// one that replication fills, and says what it did; nil leaves
+	// POST /admin/databases/reseed unavailable.
+	Reseed func(ctx context.Context, name string) (string, error)
 }
 
 // idents takes identities through the cluster's log.
@@ -54,6 +59,7 @@ func (a *API) Register(e *echo.Echo) {
 	e.PUT("/admin/databases", a.createDatabase)
 	e.DELETE("/admin/databases", a.deleteDatabases)
 	e.GET("/admin/databases", a.databaseRecord)
+	e.POST("/admin/databases/reseed", a.reseed)
 
 	e.GET("/admin/cluster/status", a.clusterStatus)
 	e.GET("/admin/cluster/next-tag", a.nextTag)

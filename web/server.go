@@ -60,6 +60,9 @@ type Config struct {
 	// ReplicationPeers overrides the URL replication dials for a node tag
 	// (a proxy, a NAT address, a fault-injection proxy in tests).
 	ReplicationPeers map[string]string
+	// IntegrityCheck is the check each database file gets when it is
+	// opened: "quick" (the default when empty), "full" or "off".
+	IntegrityCheck string
 }
 
 // RaftAddrFor derives the default Raft address from the HTTP address.
@@ -129,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.DataDir = "data"
 	}
 	engineMetrics := metrics.New()
-	cat, err := catalog.Open(cfg.DataDir, cfg.NodeTag, cfg.Logger, engineMetrics)
+	cat, err := catalog.OpenWith(catalog.Config{DataDir: cfg.DataDir, NodeTag: cfg.NodeTag, Integrity: cfg.IntegrityCheck, Logger: cfg.Logger, Metrics: engineMetrics})
 	if err != nil {
 		return nil, err
 	}
@@ -171,15 +174,11 @@ func New(cfg Config) (*Server, error) {
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(httpMetrics.observe(s.log), serverHeaders, s.recoverMiddleware)
 	e.GET("/livez", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
-	e.GET("/readyz", func(c echo.Context) error {
-		if !s.ready.Load() {
-			return c.String(http.StatusServiceUnavailable, "starting")
-		}
-		return c.String(http.StatusOK, "ready")
-	})
+	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
 	s.activity = activity.New()
 	s.alerts = alerts.New()
+	s.watchDamage()
 	engine := conflicts.NewEngine(cfg.Logger)
 	s.resolver = &conflicts.Auto{Engine: engine, Settings: s.cluster, NodeTag: cfg.NodeTag, OnError: s.resolutionFailed}
 	s.bulk = conflicts.NewManager(engine, s.resolver)
@@ -193,9 +192,9 @@ func New(cfg Config) (*Server, error) {
 	s.subStop, s.subCancel = context.WithCancel(context.Background())
 	s.subRecon = make(chan struct{}, 1)
 	s.reg.MustRegister(subscriptionCollector{s})
-	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs}
+	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs, Reseed: s.Reseed}
 	api.Register(e)
-	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs}
+	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs, Reseed: s.Reseed}
 	s.studio.Register(e)
 	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
 	s.bulk.OnChange = s.hub.Notify

@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/web"
 )
 
@@ -37,7 +38,7 @@ func main() {
 
 type options struct {
 	httpAddr, dataDir, nodeTag, publicURL, logLevel, logFormat string
-	raftAddr, join, replicationPeers                           string
+	raftAddr, join, replicationPeers, integrityCheck           string
 	replication                                                bool
 	shutdownTimeout                                            time.Duration
 	// tagSet: --node-tag (or ROOKERY_NODE_TAG) was given explicitly.
@@ -68,6 +69,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.raftAddr, "raft-addr", "", "Raft transport address (default: the --http host with port+1000)")
 	fs.BoolVar(&o.replication, "replication", true, "replicate documents between the members of each database (--replication=false keeps each node's copy to itself)")
 	fs.StringVar(&o.replicationPeers, "replication-peers", "", "override the URL replication dials for some nodes, as TAG=URL,TAG=URL (for NAT, proxies and fault-injection tests)")
+	fs.StringVar(&o.integrityCheck, "integrity-check", "quick", "check each database file when it is opened: quick (SQLite's quick_check), full (integrity_check, also index contents; slower) or off; a damaged database is not served, the others are")
 	fs.StringVar(&o.join, "join", "", "URL of a member of an existing cluster to join (without it a fresh node bootstraps a one-node cluster)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: studio [serve] [flags]\n\nEvery flag is mirrored by an environment variable (--data-dir is ROOKERY_DATA_DIR).\n\nFlags:\n")
@@ -93,6 +95,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if err := storage.CheckIntegrityMode(o.integrityCheck); err != nil {
+		return o, fmt.Errorf("--integrity-check: %v", err)
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "node-tag" {
@@ -137,7 +142,7 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv, err := web.New(web.Config{HTTPAddr: o.httpAddr, DataDir: o.dataDir, NodeTag: o.nodeTag, PublicURL: o.publicURL, Logger: log, RaftAddr: o.raftAddr, Join: o.join, Replication: o.replication, ReplicationPeers: peers})
+	srv, err := web.New(web.Config{HTTPAddr: o.httpAddr, DataDir: o.dataDir, NodeTag: o.nodeTag, PublicURL: o.publicURL, Logger: log, RaftAddr: o.raftAddr, Join: o.join, Replication: o.replication, ReplicationPeers: peers, IntegrityCheck: o.integrityCheck})
 	if err != nil {
 		return err
 	}

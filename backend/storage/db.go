@@ -14,6 +14,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -207,12 +208,19 @@ func keepWAL(path string, log *slog.Logger) string {
 		log.Info("write-ahead log too large to keep a copy of while the database opens", "bytes", n)
 		return ""
 	}
-	b, err := os.ReadFile(path + "-wal")
+	src, err := os.Open(path + "-wal")
 	if err != nil {
 		return ""
 	}
+	defer src.Close()
 	dst := path + WALCopySuffix
-	if err := os.WriteFile(dst, b, 0o644); err != nil {
+	out, err := os.Create(dst)
+	if err != nil {
+		return ""
+	}
+	_, err = io.Copy(out, src)
+	if err = errors.Join(err, out.Close()); err != nil {
+		_ = os.Remove(dst)
 		return ""
 	}
 	return dst

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -161,34 +162,35 @@ const sqliteMagic = "SQLite format 3\x00"
 // beside it (with a WAL, a checkpoint interrupted by a crash can leave the
 // main file legitimately shorter; the integrity check covers that case).
 func checkHeader(path string, marked bool) error {
+	name := filepath.Base(path) // details name files, not the node's paths
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		if marked {
-			return &DamageError{Reason: ReasonMissingFile, Detail: fmt.Sprintf("the database file %s is missing but its etag mark is there: acknowledged writes were in it", path)}
+			return &DamageError{Reason: ReasonMissingFile, Detail: fmt.Sprintf("the database file %s is missing but its etag mark is there: acknowledged writes were in it", name)}
 		}
 		return nil
 	}
 	if err != nil {
-		return &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("cannot open %s: %v", path, err)}
+		return &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("cannot open %s: %v", name, rootCause(err))}
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("cannot read %s: %v", path, err)}
+		return &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("cannot read %s: %v", name, rootCause(err))}
 	}
 	size := fi.Size()
 	if size == 0 {
 		if marked || walSize(path) > 0 {
-			return &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("the database file %s is empty (0 bytes) but acknowledged writes were in it", path)}
+			return &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("the database file %s is empty (0 bytes) but acknowledged writes were in it", name)}
 		}
 		return nil // created, then stopped before SQLite wrote anything
 	}
 	var h [100]byte
 	if _, err := io.ReadFull(f, h[:]); err != nil {
-		return &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("%s is %d bytes, shorter than a SQLite header: it was truncated", path, size)}
+		return &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("%s is %d bytes, shorter than a SQLite header: it was truncated", name, size)}
 	}
 	if string(h[:16]) != sqliteMagic {
-		return &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("%s is not a SQLite database (its first bytes are %q)", path, h[:16])}
+		return &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("%s is not a SQLite database (its first bytes are %q)", name, h[:16])}
 	}
 	pageSize := int64(binary.BigEndian.Uint16(h[16:18]))
 	if pageSize == 1 {
@@ -197,7 +199,7 @@ func checkHeader(path string, marked bool) error {
 	pages := int64(binary.BigEndian.Uint32(h[28:32]))
 	valid := binary.BigEndian.Uint32(h[24:28]) == binary.BigEndian.Uint32(h[92:96])
 	if valid && pages > 0 && pageSize >= 512 && walSize(path) == 0 && pages*pageSize > size {
-		return &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("%s was truncated: its header records %d pages of %d bytes (%d bytes) but the file has %d bytes", path, pages, pageSize, pages*pageSize, size)}
+		return &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("%s was truncated: its header records %d pages of %d bytes (%d bytes) but the file has %d bytes", name, pages, pageSize, pages*pageSize, size)}
 	}
 	return nil
 }
@@ -247,7 +249,7 @@ func (db *DB) integrityCheck(mode string) error {
 func (db *DB) checkMark() error {
 	m, present, ok, err := readMark(db.path)
 	if err != nil {
-		return &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("cannot read the etag mark %s: %v", db.path+MarkSuffix, err)}
+		return &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("cannot read the etag mark %s: %v", filepath.Base(db.path)+MarkSuffix, rootCause(err))}
 	}
 	if present && !ok {
 		// A torn or foreign mark (power loss during its write, an edit):
@@ -256,7 +258,7 @@ func (db *DB) checkMark() error {
 	}
 	if ok {
 		if m.dbid != db.dbid {
-			return &DamageError{Reason: ReasonDatabaseID, Detail: fmt.Sprintf("the file holds database id %s but this node acknowledged writes to database id %s here (etag mark %s): it is another database's file, or an older one", db.dbid, m.dbid, db.path+MarkSuffix)}
+			return &DamageError{Reason: ReasonDatabaseID, Detail: fmt.Sprintf("the file holds database id %s but this node acknowledged writes to database id %s here (etag mark %s): it is another database's file, or an older one", db.dbid, m.dbid, filepath.Base(db.path)+MarkSuffix)}
 		}
 		if m.etag > db.lastEtag {
 			return &DamageError{Reason: ReasonEtagRegression, Detail: fmt.Sprintf("the file's last etag is %d but this node acknowledged writes up to etag %d: the writes with etags %d to %d are missing (a truncated, garbled or deleted write-ahead log, or an older file)", db.lastEtag, m.etag, db.lastEtag+1, m.etag)}

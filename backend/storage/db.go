@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -177,10 +178,10 @@ func Open(path string, opts Options) (*DB, error) {
 	db, err := open(path, opts, existed)
 	if err != nil {
 		if _, ok := AsDamage(err); !ok && existed {
-			err = &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("cannot open %s: %v", path, err)}
+			err = &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("SQLite cannot open %s: %v", filepath.Base(path), rootCause(err))}
 		}
 		if d, ok := AsDamage(err); ok && walCopy != "" {
-			d.Detail += "; the write-ahead log as found is kept in " + walCopy
+			d.Detail += "; the write-ahead log as found is kept beside it as " + filepath.Base(walCopy)
 		}
 		return nil, err
 	}
@@ -189,6 +190,17 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	go db.writeLoop()
 	return db, nil
+}
+
+// rootCause strips the wrapping (which names the file's path) off err.
+func rootCause(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
 }
 
 // maxKeptWAL bounds the copy keepWAL makes.

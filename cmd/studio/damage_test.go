@@ -422,6 +422,10 @@ func TestSecurityF11PeerRegressionAndReseed(t *testing.T) {
 	if st, body, _ := call("GET", a.url+"/readyz", ""); st != http.StatusServiceUnavailable || !strings.Contains(string(body), "shop: peer-regression") {
 		t.Fatalf("after a restart A's /readyz: %d %s", st, body)
 	}
+	// The studio offers the way out.
+	if _, page, _ := call("GET", a.url+"/studio/databases", ""); !strings.Contains(string(page), `data-testid="database-reseed"`) || !strings.Contains(string(page), "Damaged: peer-regression") {
+		t.Fatal("the studio's Databases page on A shows no damage badge and Re-seed button for shop")
+	}
 	// Re-seed from B.
 	st, body, err := callWith(writeClient, "POST", a.url+"/admin/databases/reseed?name=shop", "")
 	if err != nil || st != http.StatusOK {

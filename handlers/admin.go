@@ -34,9 +34,10 @@ func (a *API) topology(c echo.Context) error {
 	// This node first: a client that asked here prefers it.
 	order := append([]string{}, rec.Members...)
 	sort.SliceStable(order, func(i, j int) bool { return order[i] == a.NodeTag && order[j] != a.NodeTag })
+	_, damagedHere := a.Catalog.DamageOf(name)
 	for _, m := range order {
-		if urls[m] == "" {
-			continue
+		if urls[m] == "" || (m == a.NodeTag && damagedHere) {
+			continue // a damaged copy is not offered to clients
 		}
 		nodes = append(nodes, map[string]string{"Url": urls[m], "ClusterTag": m, "ServerRole": "Member", "Database": rec.Name})
 	}

@@ -55,6 +55,10 @@ type API struct {
 	WellKnownAdmins   []string
 	// Audit is the node's audit log.
 	Audit *audit.Log
+	// Reseed replaces this node's damaged copy of a database with a fresh
+	// one that replication fills, and says what it did; nil leaves
+	// POST /admin/databases/reseed unavailable.
+	Reseed func(ctx context.Context, name string) (string, error)
 }
 
 // plainNodes is the NodeClient of a node built without one (tests that
@@ -108,6 +112,7 @@ func (a *API) Register(e *echo.Echo) {
 	e.PUT("/admin/databases", a.createDatabase)
 	e.DELETE("/admin/databases", a.deleteDatabases)
 	e.GET("/admin/databases", a.databaseRecord)
+	e.POST("/admin/databases/reseed", a.reseed)
 
 	e.GET("/admin/cluster/status", a.clusterStatus)
 	e.GET("/admin/cluster/next-tag", a.nextTag)

@@ -329,7 +329,7 @@ func DeleteDatabase(ctx context.Context, cl *cluster.Cluster, cat *catalog.Catal
 	if _, err := cl.DeleteDatabase(ctx, name); err != nil {
 		return err
 	}
-	return waitFor(ctx, func() bool { _, err := cat.Get(name); return err != nil })
+	return waitFor(ctx, func() bool { return !cat.Has(name) })
 }
 
 func waitFor(ctx context.Context, done func() bool) error {

@@ -47,6 +47,8 @@ type Studio struct {
 	// Nodes sends this node's requests to other nodes (their status, the
 	// actions forwarded to the leader), with its credentials.
 	Nodes NodeClient
+	// Reseed replaces a damaged copy (see API.Reseed); nil hides the action.
+	Reseed func(ctx context.Context, name string) (string, error)
 
 	live  map[string]LiveFunc
 	ticks map[string]bool
@@ -84,6 +86,7 @@ func (s *Studio) Register(e *echo.Echo) {
 	g.POST("/databases", s.createDatabase)
 	g.POST("/databases/delete", s.deleteDatabase)
 	g.POST("/alerts/dismiss", s.dismissAlert)
+	s.registerDamage(g)
 	s.registerCluster(g)
 	s.addLive("dashboard", s.dashboardLive, true)
 	s.addLive("databases", s.databasesLive, true)
@@ -231,7 +234,7 @@ func (s *Studio) databaseRows() []views.DatabaseRow {
 			Rate: s.Activity.Rate(db.Name()), Members: s.members(db.Name()),
 		})
 	}
-	return rows
+	return append(rows, s.damagedRows()...)
 }
 
 // members are the nodes a database lives on, from the cluster's record.

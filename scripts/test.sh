@@ -61,6 +61,8 @@ for target in ./backend/batch ./backend/document ./backend/changevector ./backen
 	fuzz FuzzParse "$target"
 done
 fuzz FuzzDecodeBatch ./backend/replication
+fuzz FuzzParseMark ./backend/storage
+fuzz FuzzCheckLogStore ./backend/cluster
 fuzz FuzzWorkerConnection ./web
 fuzz FuzzParseNodes ./backend/pki
 

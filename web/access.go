@@ -81,6 +81,7 @@ var routeRules = map[string]rule{
 	// Server administration.
 	"PUT /admin/databases":                     operator.audited("database.create", "query:name"),
 	"DELETE /admin/databases":                  operator.audited("database.delete", ""),
+	"POST /admin/databases/reseed":             operator.audited("database.reseed", "query:name"),
 	"GET /admin/databases":                     on(auth.DatabaseAdmin, "query:name"),
 	"POST /admin/replication/conflicts/solver": on(auth.DatabaseAdmin, "query:name").audited("conflicts.solver", ""),
 	"GET /admin/certificates":                  operator,
@@ -153,6 +154,7 @@ var routeRules = map[string]rule{
 	"GET /studio/databases":         anyone,
 	"POST /studio/databases":        operator.audited("database.create", "form:name"),
 	"POST /studio/databases/delete": operator.audited("database.delete", "form:name"),
+	"POST /studio/databases/reseed": operator.audited("database.reseed", "form:name"),
 	"POST /studio/alerts/dismiss":   anyone,
 	"GET /studio/cluster":           anyone,
 	"POST /studio/cluster/add":      clusterAdm.audited("cluster.join", "form:tag"),

@@ -160,7 +160,7 @@ func (s *Server) applyRecords(known map[string]bool) map[string]bool {
 		if !member {
 			continue
 		}
-		if _, err := s.catalog.Get(d.Name); err != nil {
+		if !s.catalog.Has(d.Name) { // a damaged copy stays as it is until re-seeded
 			if _, err := s.catalog.Create(d.Name, catalog.Options{Separator: d.Separator}); err != nil {
 				s.log.Error("could not open a database the cluster placed here", "database", d.Name, "error", err)
 			}
@@ -170,8 +170,8 @@ func (s *Server) applyRecords(known map[string]bool) map[string]bool {
 		if seen[key] {
 			continue
 		}
-		if db, err := s.catalog.Get(key); err == nil {
-			if err := s.catalog.Delete(db.Name()); err != nil {
+		if s.catalog.Has(key) {
+			if err := s.catalog.Delete(key); err != nil {
 				s.log.Error("could not delete a database removed from the cluster", "database", key, "error", err)
 			}
 		}

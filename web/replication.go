@@ -131,7 +131,8 @@ func (s *Server) syncReplication() {
 			} else if ok {
 				rs.cancel()
 			}
-			snd := replication.NewSender(db, urls[m], s.dialReplication, replication.Options{Name: m, Commits: r.commits[db], Logger: s.log})
+			snd := replication.NewSender(db, urls[m], s.dialReplication, replication.Options{Name: m, Commits: r.commits[db], Logger: s.log,
+				OnLostWrites: func(l replication.LostWritesError) { s.lostWrites(db, l) }})
 			ctx, cancel := context.WithCancel(context.Background())
 			r.senders[key] = &runningSender{s: snd, cancel: cancel, db: strings.ToLower(d.Name), handle: db}
 			go snd.Run(ctx)

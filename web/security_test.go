@@ -77,7 +77,7 @@ func TestSecurityF3InternalApply(t *testing.T) {
 	del := `{"Op":"delete_database","Name":"keep"}`
 	apply := n.url + "/internal/cluster/apply"
 	must(t, 403, plain, "POST", apply, del, "Content-Type", "text/plain", "Origin", "http://evil.example")
-	must(t, 403, plain, "POST", apply, del)                                          // a local process without the secret
+	must(t, 403, plain, "POST", apply, del)                                           // a local process without the secret
 	must(t, 403, plain, "POST", apply, del, nodeAuthHeader, strings.Repeat("ab", 32)) // a wrong secret
 	must(t, 200, plain, "GET", n.url+"/admin/databases?name=keep", "")
 

@@ -82,6 +82,9 @@ type Config struct {
 	// AllowedHosts are Host names (host or host:port) the node answers to
 	// besides its own URL and listener address.
 	AllowedHosts []string
+	// IntegrityCheck is the check each database file gets when it is
+	// opened: "quick" (the default when empty), "full" or "off".
+	IntegrityCheck string
 }
 
 // RaftAddrFor derives the default Raft address from the HTTP address.
@@ -166,7 +169,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
 	engineMetrics := metrics.New()
-	cat, err := catalog.Open(cfg.DataDir, cfg.NodeTag, cfg.Logger, engineMetrics)
+	cat, err := catalog.OpenWith(catalog.Config{DataDir: cfg.DataDir, NodeTag: cfg.NodeTag, Integrity: cfg.IntegrityCheck, Logger: cfg.Logger, Metrics: engineMetrics})
 	if err != nil {
 		auditLog.Close()
 		return nil, err
@@ -214,15 +217,11 @@ func New(cfg Config) (*Server, error) {
 	e.Pre(s.guard)
 	e.Use(httpMetrics.observe(s.log), serverHeaders, studioHeaders, s.recoverMiddleware, s.authorize)
 	e.GET("/livez", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
-	e.GET("/readyz", func(c echo.Context) error {
-		if !s.ready.Load() {
-			return c.String(http.StatusServiceUnavailable, "starting")
-		}
-		return c.String(http.StatusOK, "ready")
-	})
+	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
 	s.activity = activity.New()
 	s.alerts = alerts.New()
+	s.watchDamage()
 	engine := conflicts.NewEngine(cfg.Logger)
 	s.resolver = &conflicts.Auto{Engine: engine, Settings: s.cluster, NodeTag: cfg.NodeTag, OnError: s.resolutionFailed}
 	s.bulk = conflicts.NewManager(engine, s.resolver)
@@ -237,13 +236,13 @@ func New(cfg Config) (*Server, error) {
 	s.subRecon = make(chan struct{}, 1)
 	s.reg.MustRegister(subscriptionCollector{s})
 	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs,
-		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: cfg.WellKnownAdminCerts}
+		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: cfg.WellKnownAdminCerts, Reseed: s.Reseed}
 	if sec.secured {
 		api.ServerThumbprint = sec.auth.Self
 	}
 	api.Register(e)
 	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs,
-		Nodes: s.nodes}
+		Nodes: s.nodes, Reseed: s.Reseed}
 	s.studio.Register(e)
 	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
 	s.bulk.OnChange = s.hub.Notify

@@ -115,7 +115,7 @@ func Open(cfg Config) (*Cluster, error) {
 		Stream: stream, MaxPool: 4, Timeout: 5 * time.Second,
 		Logger: hclog.New(&hclog.LoggerOptions{Name: "raft-net", Level: hclog.Error, Output: io.Discard}),
 	})
-	c.store, err = raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
+	c.store, err = openLogStore(filepath.Join(cfg.Dir, "raft.db"))
 	if err != nil {
 		c.transport.Close()
 		return nil, err

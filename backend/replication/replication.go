@@ -82,6 +82,38 @@ type Options struct {
 	// times are used.
 	Commits *CommitLog
 	Logger  *slog.Logger
+	// OnLostWrites is called when the destination has acknowledged writes
+	// of this copy beyond its last etag: this copy lost acknowledged
+	// writes. The sender then stops; the caller takes the copy out of
+	// service.
+	OnLostWrites func(LostWritesError)
+}
+
+// LostWritesError is a destination's proof that this copy lost writes it
+// had acknowledged: the destination accepted (or holds in its vector)
+// etags of this copy's database id beyond this copy's last etag.
+type LostWritesError struct {
+	Database   string
+	DatabaseID string
+	Peer       string // the destination's tag
+	PeerHas    int64  // the highest etag of DatabaseID the destination has
+	Have       int64  // this copy's last etag
+}
+
+func (e *LostWritesError) Error() string {
+	return fmt.Sprintf("node %s has acknowledged writes of this copy (database id %s) up to etag %d, but this copy's last etag is %d: the writes with etags %d to %d are missing here (an older file restored, or a lost write-ahead log)",
+		e.Peer, e.DatabaseID, e.PeerHas, e.Have, e.Have+1, e.PeerHas)
+}
+
+// lostWrites compares the destination's position and vector with this
+// copy: nothing it has of this database id may be beyond the last etag.
+func (s *Sender) lostWrites(accepted int64, destCV changevector.Vector) *LostWritesError {
+	have := s.db.LastEtag()
+	peer := max(accepted, destCV.Get(s.db.DatabaseID()))
+	if peer <= have {
+		return nil
+	}
+	return &LostWritesError{Database: s.db.Name(), DatabaseID: s.db.DatabaseID(), Peer: s.name, PeerHas: peer, Have: have}
 }
 
 // Connection states of a destination.
@@ -304,6 +336,15 @@ func (s *Sender) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		var lost *LostWritesError
+		if errors.As(err, &lost) {
+			s.fail(err, 0)
+			s.opt.Logger.Error("replication: this copy lost acknowledged writes", "database", s.db.Name(), "destination", s.name, "error", err)
+			if s.opt.OnLostWrites != nil {
+				s.opt.OnLostWrites(*lost)
+			}
+			return
+		}
 		if connected {
 			backoff = minBackoff // a connection that worked retries at once
 		}
@@ -386,6 +427,9 @@ func (s *Sender) session(ctx context.Context) (connected bool, err error) {
 	}
 	sent := pos.Accepted
 	destCV, _ := changevector.Parse(pos.ChangeVector)
+	if lost := s.lostWrites(pos.Accepted, destCV); lost != nil {
+		return false, lost
+	}
 	now := time.Now()
 	s.mu.Lock()
 	s.stats.State, s.stats.Connected, s.stats.ConnectedSince = StateConnected, true, now

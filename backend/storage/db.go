@@ -14,8 +14,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -54,6 +56,9 @@ type Options struct {
 	ReadConns int
 	// Metrics receives the database's figures; a private set when nil.
 	Metrics *metrics.Engine
+	// Integrity is the check an existing file gets at open: IntegrityQuick
+	// (the default when empty), IntegrityFull or IntegrityOff.
+	Integrity string
 }
 
 // DB is one open database.
@@ -97,6 +102,11 @@ type DB struct {
 
 	resolverMu sync.RWMutex
 	resolver   Resolver
+
+	// The etag mark (damage.go), written by the writer goroutine.
+	mark       *os.File
+	markBuf    []byte
+	markFailed bool
 }
 
 // Collection is a collection's name and counts.
@@ -131,7 +141,8 @@ func dsn(path string, readOnly bool) string {
 	return "file:" + path + q
 }
 
-// Open opens (creating if needed) the database file at path.
+// Open opens (creating if needed) the database file at path. A file that
+// must not be served (see damage.go) gets a *DamageError saying why.
 func Open(path string, opts Options) (*DB, error) {
 	if opts.NodeTag == "" {
 		opts.NodeTag = "A"
@@ -145,6 +156,89 @@ func Open(path string, opts Options) (*DB, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New()
 	}
+	if err := CheckIntegrityMode(opts.Integrity); err != nil {
+		return nil, err
+	}
+	if opts.Integrity == "" {
+		opts.Integrity = IntegrityQuick
+	}
+	marked := HasMark(path)
+	if err := checkHeader(path, marked); err != nil {
+		return nil, err
+	}
+	existed := false
+	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+		existed = true
+	}
+	// Keep the write-ahead log as it was found until the file is known to
+	// be sound: SQLite folds its valid part into the file and deletes it
+	// when the last connection closes, so the evidence of a damaged log
+	// would be gone.
+	walCopy := keepWAL(path, opts.Logger)
+	db, err := open(path, opts, existed)
+	if err != nil {
+		if _, ok := AsDamage(err); !ok && existed {
+			err = &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("SQLite cannot open %s: %v", filepath.Base(path), rootCause(err))}
+		}
+		if d, ok := AsDamage(err); ok && walCopy != "" {
+			d.Detail += "; the write-ahead log as found is kept beside it as " + filepath.Base(walCopy)
+		}
+		return nil, err
+	}
+	if walCopy != "" {
+		_ = os.Remove(walCopy)
+	}
+	go db.writeLoop()
+	return db, nil
+}
+
+// rootCause strips the wrapping (which names the file's path) off err.
+func rootCause(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}
+
+// maxKeptWAL bounds the copy keepWAL makes.
+const maxKeptWAL = 64 << 20
+
+// WALCopySuffix names the copy of a write-ahead log found at open.
+const WALCopySuffix = "-wal.found"
+
+// keepWAL copies a non-empty write-ahead log (one left by a crash) aside
+// and returns the copy's path, or "".
+func keepWAL(path string, log *slog.Logger) string {
+	n := walSize(path)
+	if n == 0 {
+		return ""
+	}
+	if n > maxKeptWAL {
+		log.Info("write-ahead log too large to keep a copy of while the database opens", "bytes", n)
+		return ""
+	}
+	src, err := os.Open(path + "-wal")
+	if err != nil {
+		return ""
+	}
+	defer src.Close()
+	dst := path + WALCopySuffix
+	out, err := os.Create(dst)
+	if err != nil {
+		return ""
+	}
+	_, err = io.Copy(out, src)
+	if err = errors.Join(err, out.Close()); err != nil {
+		_ = os.Remove(dst)
+		return ""
+	}
+	return dst
+}
+
+func open(path string, opts Options, existed bool) (*DB, error) {
 	w, err := sql.Open("sqlite", dsn(path, false))
 	if err != nil {
 		return nil, err
@@ -175,17 +269,31 @@ func Open(path string, opts Options) (*DB, error) {
 		collections: map[string]*Collection{},
 		idNumbers:   map[string]map[string]*IDNumbers{},
 	}
-	if err := db.load(opts); err != nil {
-		w.Close()
+	fail := func(err error) (*DB, error) {
+		if db.mark != nil {
+			db.mark.Close()
+		}
 		r.Close()
+		w.Close()
+		if _, ok := AsDamage(err); ok {
+			return nil, err
+		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if existed && opts.Integrity != IntegrityOff {
+		if err := db.integrityCheck(opts.Integrity); err != nil {
+			return fail(err)
+		}
+	}
+	if err := db.load(opts); err != nil {
+		return fail(err)
+	}
+	if err := db.checkMark(); err != nil {
+		return fail(err)
 	}
 	if err := db.prepare(); err != nil {
-		w.Close()
-		r.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return fail(err)
 	}
-	go db.writeLoop()
 	return db, nil
 }
 
@@ -205,6 +313,10 @@ func (db *DB) load(opts Options) error {
 	}
 	rows.Close()
 	if meta["database_id"] == "" {
+		if m, _, ok, _ := readMark(db.path); ok {
+			// Everything, the database id included, was in a lost WAL.
+			return &DamageError{Reason: ReasonEtagRegression, Detail: fmt.Sprintf("the file holds no data at all but this node acknowledged writes up to etag %d to database id %s here: the writes with etags 1 to %d are missing (a truncated, garbled or deleted write-ahead log)", m.etag, m.dbid, m.etag)}
+		}
 		id := uuid.New()
 		meta["database_id"] = base64.RawStdEncoding.EncodeToString(id[:])
 		meta["name"] = opts.Name
@@ -395,6 +507,9 @@ func (db *DB) Close() error {
 		db.rcoll.Close()
 	}
 	err := errors.Join(db.reader.Close(), db.writer.Close())
+	if db.mark != nil {
+		err = errors.Join(err, db.mark.Close())
+	}
 	return err
 }
 
@@ -477,7 +592,11 @@ func (db *DB) runBatch(batch []*writeReq) {
 		fail(fmt.Errorf("commit: %w", err))
 		return
 	}
-	// Durable: publish the new state, then acknowledge.
+	// Durable: record the etag mark, publish the new state, then
+	// acknowledge.
+	if tx.lastEtag != startEtag {
+		db.writeMark(tx.lastEtag)
+	}
 	db.mu.Lock()
 	db.lastEtag = tx.lastEtag
 	db.cv = tx.cv

@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/web"
 )
 
@@ -37,7 +38,7 @@ func main() {
 
 type options struct {
 	httpAddr, dataDir, nodeTag, publicURL, logLevel, logFormat string
-	raftAddr, join, replicationPeers                           string
+	raftAddr, join, replicationPeers, integrityCheck           string
 	replication                                                bool
 	shutdownTimeout                                            time.Duration
 	// Security.
@@ -70,6 +71,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.raftAddr, "raft-addr", "", "Raft transport address (default: the --http host with port+1000)")
 	fs.BoolVar(&o.replication, "replication", true, "replicate documents between the members of each database (--replication=false keeps each node's copy to itself)")
 	fs.StringVar(&o.replicationPeers, "replication-peers", "", "override the URL replication dials for some nodes, as TAG=URL,TAG=URL (for NAT, proxies and fault-injection tests)")
+	fs.StringVar(&o.integrityCheck, "integrity-check", "quick", "check each database file when it is opened: quick (SQLite's quick_check), full (integrity_check, also index contents; slower) or off; a damaged database is not served, the others are")
 	fs.StringVar(&o.join, "join", "", "URL of a member of an existing cluster to join (without it a fresh node bootstraps a one-node cluster)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate of this node: serve HTTPS, identify clients by certificate, run Raft and replication over mutual TLS (studio setup makes one)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
@@ -101,6 +103,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if err := storage.CheckIntegrityMode(o.integrityCheck); err != nil {
+		return o, fmt.Errorf("--integrity-check: %v", err)
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "node-tag" {
@@ -149,7 +154,8 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	}
 	cfg := web.Config{HTTPAddr: o.httpAddr, DataDir: o.dataDir, NodeTag: o.nodeTag, PublicURL: o.publicURL, Logger: log, RaftAddr: o.raftAddr, Join: o.join, Replication: o.replication, ReplicationPeers: peers,
-		TLSCert: o.tlsCert, TLSKey: o.tlsKey, TLSCA: o.tlsCA, WellKnownAdminCerts: splitList(o.wellKnownAdmins), UnsecuredAccessAllowed: o.unsecuredAccess, AllowedHosts: splitList(o.allowedHosts)}
+		TLSCert: o.tlsCert, TLSKey: o.tlsKey, TLSCA: o.tlsCA, WellKnownAdminCerts: splitList(o.wellKnownAdmins), UnsecuredAccessAllowed: o.unsecuredAccess, AllowedHosts: splitList(o.allowedHosts),
+		IntegrityCheck: o.integrityCheck}
 	if err := resolveTag(&o, &cfg, log); err != nil {
 		return err
 	}

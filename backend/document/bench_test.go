@@ -41,3 +41,15 @@ func BenchmarkParse(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDepthScan is what the depth limit adds to Parse of the large
+// document: one scan of each member value long enough to be too deep.
+func BenchmarkDepthScan(b *testing.B) {
+	raw := benchDocs()["large"]
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		if deeperThan(raw, DefaultMaxDepth) >= 0 {
+			b.Fatal("too deep")
+		}
+	}
+}

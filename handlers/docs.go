@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rookerydb/rookery/backend/batch"
+	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/storage"
@@ -308,14 +309,18 @@ func (a *API) headDoc(c echo.Context) error {
 	return c.NoContent(http.StatusOK)
 }
 
-// expectedCV reads If-Match: absent means no check.
-func expectedCV(c echo.Context) *string {
+// expectedCV reads If-Match: absent means no check; longer than a change
+// vector may be, a 400.
+func expectedCV(c echo.Context) (*string, error) {
 	h := c.Request().Header.Get("If-Match")
 	if h == "" {
-		return nil
+		return nil, nil
 	}
 	v := unquote(h)
-	return &v
+	if err := changevector.CheckLength(v); err != nil {
+		return nil, dberr.New(dberr.BadRequest, "If-Match: %v", err)
+	}
+	return &v, nil
 }
 
 // putDoc serves PUT /docs?id= with the same id rules as a batch.
@@ -335,7 +340,11 @@ func (a *API) putDoc(c echo.Context) error {
 	if err != nil {
 		return dberr.New(dberr.BadRequest, "%v", err)
 	}
-	cmd := batch.Command{Type: batch.Put, ID: c.QueryParam("id"), ChangeVector: expectedCV(c), Document: doc}
+	expected, err := expectedCV(c)
+	if err != nil {
+		return err
+	}
+	cmd := batch.Command{Type: batch.Put, ID: c.QueryParam("id"), ChangeVector: expected, Document: doc}
 	res, err := batch.Execute(c.Request().Context(), db, a.idents(), []batch.Command{cmd})
 	if err != nil {
 		return err
@@ -349,7 +358,11 @@ func (a *API) deleteDoc(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd := batch.Command{Type: batch.Delete, ID: id, ChangeVector: expectedCV(c)}
+	expected, err := expectedCV(c)
+	if err != nil {
+		return err
+	}
+	cmd := batch.Command{Type: batch.Delete, ID: id, ChangeVector: expected}
 	if _, err := batch.Execute(c.Request().Context(), db, a.idents(), []batch.Command{cmd}); err != nil {
 		return err
 	}

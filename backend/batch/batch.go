@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/storage"
@@ -190,6 +191,11 @@ func readCommand(dec *jsontext.Decoder, i int) (Command, error) {
 		case "ChangeVector":
 			if c.ChangeVector, err = readString(dec, "ChangeVector", i); err != nil {
 				return c, err
+			}
+			if c.ChangeVector != nil {
+				if err := changevector.CheckLength(*c.ChangeVector); err != nil {
+					return c, badf(dec.InputOffset(), "command %d: ChangeVector: %v", i, err)
+				}
 			}
 		case "Document":
 			if dec.PeekKind() == 'n' {

@@ -552,7 +552,7 @@ func hasAll(db *storage.DB, items []storage.Item) bool {
 	if len(items) == 0 {
 		return true
 	}
-	have, err := changevector.Parse(db.ChangeVector())
+	have, err := changevector.ParseStored(db.ChangeVector())
 	if err != nil {
 		return false
 	}

@@ -97,7 +97,7 @@ var forwardClient = &http.Client{Timeout: 15 * time.Second}
 
 // clusterJoin adds a node as a voter: {"Tag","Url","RaftAddr"}.
 func (a *API) clusterJoin(c echo.Context) error {
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<16))
+	body, err := readBody(c, 1<<16, "Invalid join request")
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func (a *API) clusterStepDown(c echo.Context) error {
 // clusterApply is the leader's side of forwarding: a follower sends the
 // encoded command, the leader commits it and answers the Result.
 func (a *API) clusterApply(c echo.Context) error {
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<20))
+	body, err := readBody(c, 16<<20, "Invalid forwarded command") // the largest body that becomes a command (a solver script) fits
 	if err != nil {
 		return err
 	}

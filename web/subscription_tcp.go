@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -207,14 +208,14 @@ func (s *Server) serveSubscriptionConn(c net.Conn) {
 	defer c.Close()
 	log := s.log.With("remote", c.RemoteAddr().String())
 	w := &tcpConn{c: c}
-	dec := json.NewDecoder(c)
+	dec := newWorkerReader(c, s.cfg.MaxWorkerMessage, document.MaxDepth())
 	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
 
 	// Header and version negotiation.
 	var h tcpHeader
 	for tries := 0; ; tries++ {
-		if err := dec.Decode(&h); err != nil {
-			log.Debug("subscription connection: bad header", "error", err)
+		if err := dec.next(&h); err != nil {
+			logWorkerError(log, "subscription connection: bad header", err)
 			return
 		}
 		if h.Operation == "Drop" || h.OperationVersion == -1 {
@@ -237,7 +238,8 @@ func (s *Server) serveSubscriptionConn(c net.Conn) {
 		return
 	}
 	var o workerOptions
-	if err := dec.Decode(&o); err != nil {
+	if err := dec.next(&o); err != nil {
+		logWorkerError(log, "subscription connection: bad options", err)
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
@@ -264,7 +266,8 @@ func (s *Server) serveSubscriptionConn(c net.Conn) {
 		defer cancel()
 		for {
 			var m workerMessage
-			if err := dec.Decode(&m); err != nil {
+			if err := dec.next(&m); err != nil {
+				logWorkerError(log, "subscription connection: bad message", err)
 				return
 			}
 			select {
@@ -321,6 +324,17 @@ func (s *Server) serveSubscriptionConn(c net.Conn) {
 			return // the worker left: the batch is delivered again
 		}
 	}
+}
+
+// logWorkerError logs why a worker's connection ends: a message over a
+// limit or not JSON at Info (someone should know), anything else (the
+// worker left) at Debug.
+func logWorkerError(log *slog.Logger, msg string, err error) {
+	if errors.Is(err, errWorkerMessage) {
+		log.Info(msg, "error", err)
+		return
+	}
+	log.Debug(msg, "error", err)
 }
 
 func firstErr(errs ...error) error {

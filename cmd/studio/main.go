@@ -25,6 +25,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rookerydb/rookery/backend/changevector"
+	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/rql"
 	"github.com/rookerydb/rookery/web"
 )
 
@@ -40,6 +43,9 @@ type options struct {
 	raftAddr, join, replicationPeers                           string
 	replication                                                bool
 	shutdownTimeout                                            time.Duration
+	// Parser limits (web.Config's Max… fields).
+	maxQueryLength, maxQueryDepth, maxJSONDepth                     int
+	maxChangeVectorLength, maxChangeVectorEntries, maxWorkerMessage int
 	// tagSet: --node-tag (or ROOKERY_NODE_TAG) was given explicitly.
 	tagSet bool
 }
@@ -69,6 +75,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.replication, "replication", true, "replicate documents between the members of each database (--replication=false keeps each node's copy to itself)")
 	fs.StringVar(&o.replicationPeers, "replication-peers", "", "override the URL replication dials for some nodes, as TAG=URL,TAG=URL (for NAT, proxies and fault-injection tests)")
 	fs.StringVar(&o.join, "join", "", "URL of a member of an existing cluster to join (without it a fresh node bootstraps a one-node cluster)")
+	fs.IntVar(&o.maxQueryLength, "max-query-length", rql.DefaultMaxLength, "longest RQL query accepted, in bytes (subscriptions and their test query)")
+	fs.IntVar(&o.maxQueryDepth, "max-query-depth", rql.DefaultMaxDepth, "deepest nesting of an RQL where clause (parentheses, not, exact(), boost())")
+	fs.IntVar(&o.maxJSONDepth, "max-json-depth", document.DefaultMaxDepth, fmt.Sprintf("deepest nesting of a document (the document is level 1) and of a subscription worker's messages, %d to %d", document.MinMaxDepth, document.HardMaxDepth))
+	fs.IntVar(&o.maxChangeVectorLength, "max-change-vector-length", changevector.DefaultMaxLength, "longest change vector accepted from a client or a replication peer, in bytes")
+	fs.IntVar(&o.maxChangeVectorEntries, "max-change-vector-entries", changevector.DefaultMaxEntries, "most entries of a change vector accepted from a client or a replication peer")
+	fs.IntVar(&o.maxWorkerMessage, "max-worker-message", web.DefaultMaxWorkerMessage, "largest message a subscription worker may send (header, options, acknowledgements), in bytes; a larger one closes the connection")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: studio [serve] [flags]\n\nEvery flag is mirrored by an environment variable (--data-dir is ROOKERY_DATA_DIR).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -137,7 +149,9 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv, err := web.New(web.Config{HTTPAddr: o.httpAddr, DataDir: o.dataDir, NodeTag: o.nodeTag, PublicURL: o.publicURL, Logger: log, RaftAddr: o.raftAddr, Join: o.join, Replication: o.replication, ReplicationPeers: peers})
+	srv, err := web.New(web.Config{HTTPAddr: o.httpAddr, DataDir: o.dataDir, NodeTag: o.nodeTag, PublicURL: o.publicURL, Logger: log, RaftAddr: o.raftAddr, Join: o.join, Replication: o.replication, ReplicationPeers: peers,
+		MaxQueryLength: o.maxQueryLength, MaxQueryDepth: o.maxQueryDepth, MaxJSONDepth: o.maxJSONDepth,
+		MaxChangeVectorLength: o.maxChangeVectorLength, MaxChangeVectorEntries: o.maxChangeVectorEntries, MaxWorkerMessage: o.maxWorkerMessage})
 	if err != nil {
 		return err
 	}

@@ -107,6 +107,9 @@ func readIDs(raw []byte) ([]string, error) {
 	if _, err := dec.ReadToken(); err != nil {
 		return nil, bad("%v", err)
 	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, bad("unexpected data after the JSON object")
+	}
 	return ids, nil
 }
 

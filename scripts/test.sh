@@ -62,6 +62,8 @@ for target in ./backend/batch ./backend/document ./backend/changevector ./backen
 done
 fuzz FuzzDecodeBatch ./backend/replication
 fuzz FuzzWorkerConnection ./web
+fuzz FuzzWorkerReader ./web
+fuzz FuzzReadIDs ./handlers
 
 step "npm client compatibility suite (ravendb 7.2.2)"
 bash compat/run.sh

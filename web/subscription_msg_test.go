@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -49,4 +50,54 @@ func TestWorkerReader(t *testing.T) {
 	if err := newWorkerReader(strings.NewReader(`{"Type":"a"`), 64, 4).next(&msg{}); err != io.ErrUnexpectedEOF {
 		t.Fatalf("a cut message: %v", err)
 	}
+}
+
+// FuzzWorkerReader feeds arbitrary bytes to the worker message reader with
+// small limits: it never panics, every message it returns fits the limits,
+// and every failure is EOF, a cut message, or a bad worker message.
+func FuzzWorkerReader(f *testing.F) {
+	f.Add([]byte(`{"DatabaseName":"db","Operation":"Subscription","OperationVersion":53000}{"Type":"Acknowledge"}`))
+	f.Add([]byte("\r\n{\"a\":\"}\\\"{\"}\n{}"))
+	f.Add([]byte(strings.Repeat("{\"a\":", 100_000)))
+	f.Add([]byte(`{"Info":` + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + `}`))
+	f.Add([]byte(`{"Info":"` + strings.Repeat("x", 1<<20) + `"}`))
+	f.Add([]byte(strings.Repeat(" ", 1<<20) + "{}"))
+	const maxBytes, maxDepth = 256, 8
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r := newWorkerReader(strings.NewReader(string(in)), maxBytes, maxDepth)
+		for {
+			var v any
+			b, err := r.message()
+			if err == nil {
+				if len(b) > maxBytes {
+					t.Fatalf("a %d-byte message with a limit of %d", len(b), maxBytes)
+				}
+				if err := json.Unmarshal(b, &v); err == nil && depthOf(v) > maxDepth {
+					t.Fatalf("a message nested %d levels with a limit of %d", depthOf(v), maxDepth)
+				}
+				continue
+			}
+			if err != io.EOF && err != io.ErrUnexpectedEOF && !errors.Is(err, errWorkerMessage) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+	})
+}
+
+func depthOf(v any) int {
+	d := 0
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			d = max(d, depthOf(e))
+		}
+		return d + 1
+	case []any:
+		for _, e := range x {
+			d = max(d, depthOf(e))
+		}
+		return d + 1
+	}
+	return 0
 }

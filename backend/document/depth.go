@@ -103,7 +103,9 @@ func CheckDepth(body []byte) error {
 var special = [256]bool{'"': true, '[': true, '{': true, ']': true, '}': true}
 
 // deeperThan returns the offset of the first '[' or '{' of v, valid JSON,
-// that opens level allowed+1, or -1. Strings are skipped with IndexByte.
+// that opens level allowed+1, or -1. A string's end is looked for with a
+// plain loop over its first bytes (most strings are short) and then with
+// IndexByte.
 func deeperThan(v []byte, allowed int) int {
 	depth := 0
 	for i := 0; i < len(v); i++ {
@@ -113,12 +115,20 @@ func deeperThan(v []byte, allowed int) int {
 		}
 		switch c {
 		case '"':
-			for i++; ; i++ {
-				j := bytes.IndexByte(v[i:], '"')
-				if j < 0 {
-					return -1 // not valid JSON; the decoder has said so
+			i++
+			for {
+				j, end := i, min(i+16, len(v))
+				for j < end && v[j] != '"' {
+					j++
 				}
-				i += j
+				if j == end {
+					k := bytes.IndexByte(v[end:], '"')
+					if k < 0 {
+						return -1 // not valid JSON; the decoder has said so
+					}
+					j = end + k
+				}
+				i = j
 				if v[i-1] != '\\' {
 					break
 				}
@@ -129,6 +139,7 @@ func deeperThan(v []byte, allowed int) int {
 				if n%2 == 0 {
 					break
 				}
+				i++
 			}
 		case '[', '{':
 			depth++

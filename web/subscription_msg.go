@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 )
 
 // DefaultMaxWorkerMessage bounds one message a subscription worker sends
@@ -98,4 +99,15 @@ func (w *workerReader) message() ([]byte, error) {
 		}
 	}
 	return w.buf, nil
+}
+
+// logWorkerError logs why a worker's connection ends: a message over a
+// limit or not JSON at Info (someone should know), anything else (the
+// worker left) at Debug.
+func logWorkerError(log *slog.Logger, msg string, err error) {
+	if errors.Is(err, errWorkerMessage) {
+		log.Info(msg, "error", err)
+		return
+	}
+	log.Debug(msg, "error", err)
 }

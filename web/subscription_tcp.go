@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -324,17 +323,6 @@ func (s *Server) serveSubscriptionConn(c net.Conn) {
 			return // the worker left: the batch is delivered again
 		}
 	}
-}
-
-// logWorkerError logs why a worker's connection ends: a message over a
-// limit or not JSON at Info (someone should know), anything else (the
-// worker left) at Debug.
-func logWorkerError(log *slog.Logger, msg string, err error) {
-	if errors.Is(err, errWorkerMessage) {
-		log.Info(msg, "error", err)
-		return
-	}
-	log.Debug(msg, "error", err)
 }
 
 func firstErr(errs ...error) error {

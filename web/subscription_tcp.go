@@ -261,12 +261,13 @@ func (s *Server) serveSubscriptionConn(c net.Conn) {
 		}
 	}()
 	msgs := make(chan workerMessage, 4)
+	readLog := log
 	go func() { // the worker's messages; EOF or an error ends the session
 		defer cancel()
 		for {
 			var m workerMessage
 			if err := dec.next(&m); err != nil {
-				logWorkerError(log, "subscription connection: bad message", err)
+				logWorkerError(readLog, "subscription connection: bad message", err)
 				return
 			}
 			select {

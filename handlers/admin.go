@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -170,7 +169,7 @@ func (a *API) createDatabase(c echo.Context) error {
 		// ReplicationFactor: how many nodes hold it; all nodes when 0.
 		ReplicationFactor int
 	}
-	raw, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<20))
+	raw, err := readBody(c, 1<<20, "Invalid database record")
 	if err != nil {
 		return err
 	}
@@ -222,8 +221,8 @@ func (a *API) deleteDatabases(c echo.Context) error {
 		DatabaseNames []string
 		HardDelete    bool
 	}
-	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 1<<20)).Decode(&body); err != nil {
-		return dberr.New(dberr.BadRequest, "Invalid body: expected {\"DatabaseNames\":[...]}: %v", err)
+	if err := readJSON(c, 1<<20, &body, `Invalid body: expected {"DatabaseNames":[...]}`); err != nil {
+		return err
 	}
 	if len(body.DatabaseNames) == 0 {
 		return dberr.New(dberr.BadRequest, "DatabaseNames is empty")

@@ -127,7 +127,7 @@ type joinRequest struct{ Tag, Url, RaftAddr, Certificate string }
 // promoted (POST /admin/cluster/promote), and, on an unsecured cluster, the
 // cluster's secret that its Raft port and node-to-node requests need.
 func (a *API) clusterJoin(c echo.Context) error {
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<16))
+	body, err := readBody(c, 1<<16, "Invalid join request")
 	if err != nil {
 		return err
 	}
@@ -226,7 +226,7 @@ func (a *API) clusterStepDown(c echo.Context) error {
 // clusterApply is the leader's side of forwarding: a follower sends the
 // encoded command, the leader commits it and answers the Result.
 func (a *API) clusterApply(c echo.Context) error {
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<20))
+	body, err := readBody(c, 16<<20, "Invalid forwarded command") // the largest body that becomes a command (a solver script) fits
 	if err != nil {
 		return err
 	}

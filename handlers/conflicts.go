@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -164,8 +163,8 @@ func (a *API) setSolver(c echo.Context) error {
 		return err
 	}
 	var in solverJSON
-	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 4<<20)).Decode(&in); err != nil {
-		return dberr.New(dberr.BadRequest, "Invalid solver configuration: %v", err)
+	if err := readJSON(c, 4<<20, &in, "Invalid solver configuration"); err != nil {
+		return err
 	}
 	cfg := conflicts.Config{Default: in.Default, Script: in.Script, Collections: in.Collections}
 	if in.Default == "" && in.Collections == nil {
@@ -334,8 +333,8 @@ type bulkRequest struct {
 
 func readBulk(c echo.Context) (bulkRequest, error) {
 	var in bulkRequest
-	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 16<<20)).Decode(&in); err != nil {
-		return in, dberr.New(dberr.BadRequest, "Invalid body: expected {\"Strategy\":..., \"Scope\":{...}}: %v", err)
+	if err := readJSON(c, 16<<20, &in, `Invalid body: expected {"Strategy":..., "Scope":{...}}`); err != nil {
+		return in, err
 	}
 	if in.By == "" {
 		in.By = "api"

@@ -1,16 +1,20 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"path"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/labstack/echo/v4"
 
 	"github.com/rookerydb/rookery/backend/batch"
+	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/storage"
@@ -26,11 +30,87 @@ func (a *API) getDocs(c echo.Context) error {
 // postDocs serves the POST form the client uses when the ids are long:
 // {"Ids":[...]}.
 func (a *API) postDocs(c echo.Context) error {
-	var body struct{ Ids []string }
-	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 64<<20)).Decode(&body); err != nil {
-		return dberr.New(dberr.BadRequest, "Invalid body: expected {\"Ids\":[...]}: %v", err)
+	raw, err := readBody(c, maxLoadBody, `Invalid body: expected {"Ids":[...]}`)
+	if err != nil {
+		return err
 	}
-	return a.loadDocs(c, body.Ids)
+	ids, err := readIDs(raw)
+	if err != nil {
+		return err
+	}
+	return a.loadDocs(c, ids)
+}
+
+// maxLoadBody and maxLoadIDs bound a POST /docs body: 64 MiB, a million
+// ids.
+const (
+	maxLoadBody = 64 << 20
+	maxLoadIDs  = 1 << 20
+)
+
+// readIDs reads {"Ids":[...]} in one pass (other members are skipped),
+// counting the ids as they come.
+func readIDs(raw []byte) ([]string, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(raw))
+	bad := func(format string, args ...any) error {
+		return dberr.New(dberr.BadRequest, "Invalid body: expected {\"Ids\":[...]}: at byte %d: %s", dec.InputOffset(), fmt.Sprintf(format, args...))
+	}
+	if tok, err := dec.ReadToken(); err != nil {
+		return nil, bad("%v", err)
+	} else if tok.Kind() != '{' {
+		return nil, bad("not a JSON object")
+	}
+	var ids []string
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		if !strings.EqualFold(name.String(), "Ids") {
+			if err := dec.SkipValue(); err != nil {
+				return nil, bad("%v", err)
+			}
+			continue
+		}
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		switch tok.Kind() {
+		case 'n':
+			continue
+		case '[':
+		default:
+			return nil, bad("Ids must be an array of strings")
+		}
+		for dec.PeekKind() != ']' {
+			if len(ids) == maxLoadIDs {
+				return nil, bad("more than %d ids", maxLoadIDs)
+			}
+			t, err := dec.ReadToken()
+			if err != nil {
+				return nil, bad("%v", err)
+			}
+			switch t.Kind() {
+			case '"':
+				ids = append(ids, t.String())
+			case 'n':
+				ids = append(ids, "")
+			default:
+				return nil, bad("Ids must be an array of strings")
+			}
+		}
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, bad("%v", err)
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, bad("%v", err)
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, bad("unexpected data after the JSON object")
+	}
+	return ids, nil
 }
 
 func (a *API) loadDocs(c echo.Context, idList []string) error {
@@ -311,7 +391,8 @@ func (a *API) headDoc(c echo.Context) error {
 // expectedCV reads If-Match: absent means no check, `""` means the
 // document must be new (as RavenDB's clients send it), and anything else is
 // the expected change vector. A header that is there but blank is refused:
-// it must not silently turn the check off.
+// it must not silently turn the check off; one longer than a change vector
+// may be is a 400 too.
 func expectedCV(c echo.Context) (*string, error) {
 	vals := c.Request().Header.Values("If-Match")
 	if len(vals) == 0 {
@@ -321,6 +402,9 @@ func expectedCV(c echo.Context) (*string, error) {
 	v := unquote(h)
 	if len(vals) > 1 || h == "" || (v != "" && strings.TrimSpace(v) == "") {
 		return nil, dberr.New(dberr.BadRequest, "The If-Match header is blank or repeated: give one change vector, or \"\" for a document that must not exist yet")
+	}
+	if err := changevector.CheckLength(v); err != nil {
+		return nil, dberr.New(dberr.BadRequest, "If-Match: %v", err)
 	}
 	return &v, nil
 }

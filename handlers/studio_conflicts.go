@@ -392,7 +392,7 @@ func (s *Studio) conflictsResume(c echo.Context) error {
 
 // cvNodes lists a change vector's entries as "TAG:ETAG".
 func cvNodes(cv string) []string {
-	v, err := changevector.Parse(cv)
+	v, err := changevector.ParseStored(cv)
 	if err != nil {
 		return nil
 	}

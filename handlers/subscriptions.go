@@ -1,8 +1,6 @@
 package handlers
 
 import (
-	"encoding/json"
-	"io"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -36,10 +34,8 @@ func (a *API) registerSubscriptions(g *echo.Group) {
 
 func readSubscriptionOptions(c echo.Context) (subscriptions.Options, error) {
 	var o subscriptions.Options
-	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 1<<20)).Decode(&o); err != nil {
-		return o, dberr.New(dberr.BadRequest, "Invalid subscription options: %v", err)
-	}
-	return o, nil
+	err := readJSON(c, queryBodyLimit(), &o, "Invalid subscription options")
+	return o, err
 }
 
 func (a *API) createSubscription(c echo.Context) error {

@@ -1,8 +1,8 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -108,8 +108,8 @@ func (a *API) trySubscription(c echo.Context) error {
 		Query    string
 		PageSize int
 	}
-	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 1<<20)).Decode(&body); err != nil {
-		return dberr.New(dberr.BadRequest, "Invalid body: %v", err)
+	if err := readJSON(c, queryBodyLimit(), &body, "Invalid body"); err != nil {
+		return err
 	}
 	if s := c.QueryParam("pageSize"); s != "" && body.PageSize == 0 {
 		body.PageSize, _ = strconv.Atoi(s)
@@ -218,7 +218,11 @@ func (a *API) setSubscriptionThresholds(c echo.Context) error {
 		return err
 	}
 	var t subscriptions.Thresholds
-	dec := json.NewDecoder(io.LimitReader(c.Request().Body, 1<<16))
+	raw, err := readBody(c, 1<<16, "Invalid thresholds")
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&t); err != nil {
 		return dberr.New(dberr.BadRequest, "Invalid thresholds: %v", err)

@@ -65,6 +65,8 @@ fuzz FuzzParseMark ./backend/storage
 fuzz FuzzCheckLogStore ./backend/cluster
 fuzz FuzzWorkerConnection ./web
 fuzz FuzzParseNodes ./backend/pki
+fuzz FuzzWorkerReader ./web
+fuzz FuzzReadIDs ./handlers
 
 step "npm client compatibility suite (ravendb 7.2.2)"
 bash compat/run.sh

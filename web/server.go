@@ -26,10 +26,13 @@ import (
 	"github.com/rookerydb/rookery/backend/alerts"
 	"github.com/rookerydb/rookery/backend/audit"
 	"github.com/rookerydb/rookery/backend/catalog"
+	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/conflicts"
+	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/metrics"
 	"github.com/rookerydb/rookery/backend/names"
+	"github.com/rookerydb/rookery/backend/rql"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/backend/subscriptions"
 	"github.com/rookerydb/rookery/handlers"
@@ -85,6 +88,47 @@ type Config struct {
 	// IntegrityCheck is the check each database file gets when it is
 	// opened: "quick" (the default when empty), "full" or "off".
 	IntegrityCheck string
+	// Parser limits (the --max-… flags); zero takes each default. The
+	// query, JSON and change-vector limits are process-wide: New sets
+	// them, so the last node started in a process sets them for all.
+	//
+	// MaxQueryLength bounds an RQL query's text, in bytes
+	// (rql.DefaultMaxLength).
+	MaxQueryLength int
+	// MaxQueryDepth bounds the nesting of an RQL where clause
+	// (rql.DefaultMaxDepth).
+	MaxQueryDepth int
+	// MaxJSONDepth bounds the nesting of documents and of worker messages
+	// (document.DefaultMaxDepth, at most document.HardMaxDepth).
+	MaxJSONDepth int
+	// MaxChangeVectorLength and MaxChangeVectorEntries bound change
+	// vectors from clients and peers (changevector.DefaultMaxLength,
+	// changevector.DefaultMaxEntries).
+	MaxChangeVectorLength, MaxChangeVectorEntries int
+	// MaxWorkerMessage bounds one message of a subscription worker, in
+	// bytes (DefaultMaxWorkerMessage).
+	MaxWorkerMessage int
+}
+
+// applyLimits checks the parser limits of cfg, fills in the defaults, and
+// sets the process-wide ones.
+func applyLimits(cfg *Config) error {
+	if cfg.MaxWorkerMessage < 0 {
+		return fmt.Errorf("--max-worker-message must not be negative (%d)", cfg.MaxWorkerMessage)
+	}
+	if cfg.MaxWorkerMessage == 0 {
+		cfg.MaxWorkerMessage = DefaultMaxWorkerMessage
+	}
+	if err := rql.SetLimits(rql.Limits{MaxLength: cfg.MaxQueryLength, MaxDepth: cfg.MaxQueryDepth}); err != nil {
+		return fmt.Errorf("--max-query-length/--max-query-depth: %w", err)
+	}
+	if err := document.SetMaxDepth(cfg.MaxJSONDepth); err != nil {
+		return fmt.Errorf("--max-json-depth: %w", err)
+	}
+	if err := changevector.SetLimits(cfg.MaxChangeVectorLength, cfg.MaxChangeVectorEntries); err != nil {
+		return fmt.Errorf("--max-change-vector-length/--max-change-vector-entries: %w", err)
+	}
+	return nil
 }
 
 // RaftAddrFor derives the default Raft address from the HTTP address.
@@ -159,6 +203,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.RaftAddr == "" {
 		cfg.RaftAddr = RaftAddrFor(cfg.HTTPAddr)
+	}
+	if err := applyLimits(&cfg); err != nil {
+		return nil, err
 	}
 	sec, err := newSecurity(&cfg)
 	if err != nil {

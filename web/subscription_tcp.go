@@ -210,14 +210,14 @@ func (s *Server) serveSubscriptionConn(c net.Conn) {
 	defer c.Close()
 	log := s.log.With("remote", c.RemoteAddr().String())
 	w := &tcpConn{c: c}
-	dec := json.NewDecoder(c)
+	dec := newWorkerReader(c, s.cfg.MaxWorkerMessage, document.MaxDepth())
 	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
 
 	// Header and version negotiation.
 	var h tcpHeader
 	for tries := 0; ; tries++ {
-		if err := dec.Decode(&h); err != nil {
-			log.Debug("subscription connection: bad header", "error", err)
+		if err := dec.next(&h); err != nil {
+			logWorkerError(log, "subscription connection: bad header", err)
 			return
 		}
 		if h.Operation == "Drop" || h.OperationVersion == -1 {
@@ -244,7 +244,8 @@ func (s *Server) serveSubscriptionConn(c net.Conn) {
 		return
 	}
 	var o workerOptions
-	if err := dec.Decode(&o); err != nil {
+	if err := dec.next(&o); err != nil {
+		logWorkerError(log, "subscription connection: bad options", err)
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
@@ -267,11 +268,13 @@ func (s *Server) serveSubscriptionConn(c net.Conn) {
 		}
 	}()
 	msgs := make(chan workerMessage, 4)
+	readLog := log
 	go func() { // the worker's messages; EOF or an error ends the session
 		defer cancel()
 		for {
 			var m workerMessage
-			if err := dec.Decode(&m); err != nil {
+			if err := dec.next(&m); err != nil {
+				logWorkerError(readLog, "subscription connection: bad message", err)
 				return
 			}
 			select {

@@ -21,6 +21,15 @@ func FuzzWorkerConnection(f *testing.F) {
 	f.Add([]byte(`{"DatabaseName":"db","Operation":"Drop","OperationVersion":-1,"Info":"bye"}`))
 	f.Add([]byte(`{"DatabaseName":`))
 	f.Add([]byte("{}\r\n{}[1,2]\"x\""))
+	// Deep and huge: a header nested 100k levels, an Info of 1 MiB, options
+	// and acknowledgements past the limits.
+	hdr := `{"DatabaseName":"db","Operation":"Subscription","OperationVersion":53000}`
+	f.Add([]byte(strings.Repeat("{\"a\":", 100_000)))
+	f.Add([]byte(`{"DatabaseName":"db","Operation":"Subscription","OperationVersion":53000,"Info":` + strings.Repeat("[", 100_000)))
+	f.Add([]byte(`{"DatabaseName":"db","Operation":"Subscription","OperationVersion":53000,"Info":"` + strings.Repeat("x", 1<<20) + `"}`))
+	f.Add([]byte(hdr + `{"SubscriptionName":"s","Strategy":"` + strings.Repeat("y", DefaultMaxWorkerMessage) + `"}`))
+	f.Add([]byte(hdr + `{"SubscriptionName":"s","MaxDocsPerBatch":10}{"Type":"Acknowledge","X":` + strings.Repeat("[", 100_000) + `}`))
+	f.Add([]byte(hdr + `{"SubscriptionName":"s","MaxDocsPerBatch":10}{"Type":"Acknowledge"}` + strings.Repeat(" ", 1<<20)))
 	srv, err := New(Config{DataDir: f.TempDir(), NodeTag: "A", PublicURL: "http://fuzz.test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ElectionTimeout: 100 * time.Millisecond})
 	if err != nil {
 		f.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/storage"
@@ -42,13 +43,23 @@ func badf(offset int64, format string, args ...any) error {
 	return dberr.New(dberr.BadRequest, "Invalid batch request at byte %d: %s", offset, fmt.Sprintf(format, args...))
 }
 
+// bad describes a decoding error at the decoder's position; nesting past
+// jsontext's own ceiling (in a field Rookery skips) is told as the depth
+// limit it is.
+func bad(dec *jsontext.Decoder, err error) error {
+	if d := document.TooDeep(err); d != nil {
+		return dberr.New(dberr.BadRequest, "Invalid batch request: %v", d)
+	}
+	return badf(dec.InputOffset(), "%v", err)
+}
+
 // Parse reads a batch body, {"Commands":[...]}, in one pass: each document
 // is split into its stored form as it is read.
 func Parse(r io.Reader) ([]Command, error) {
 	dec := jsontext.NewDecoder(r)
 	tok, err := dec.ReadToken()
 	if err != nil {
-		return nil, badf(dec.InputOffset(), "%v", err)
+		return nil, bad(dec, err)
 	}
 	if tok.Kind() != '{' {
 		return nil, badf(dec.InputOffset(), "the body must be a JSON object with a Commands array")
@@ -58,7 +69,7 @@ func Parse(r io.Reader) ([]Command, error) {
 	for dec.PeekKind() != '}' {
 		nameTok, err := dec.ReadToken()
 		if err != nil {
-			return nil, badf(dec.InputOffset(), "%v", err)
+			return nil, bad(dec, err)
 		}
 		switch nameTok.String() {
 		case "Commands":
@@ -69,19 +80,19 @@ func Parse(r io.Reader) ([]Command, error) {
 		case "TransactionMode":
 			v, err := dec.ReadToken()
 			if err != nil {
-				return nil, badf(dec.InputOffset(), "%v", err)
+				return nil, bad(dec, err)
 			}
 			if v.Kind() == '"' && v.String() == "ClusterWide" {
 				return nil, dberr.New(dberr.BadRequest, "Cluster-wide transactions are not supported")
 			}
 		default:
 			if err := dec.SkipValue(); err != nil {
-				return nil, badf(dec.InputOffset(), "%v", err)
+				return nil, bad(dec, err)
 			}
 		}
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return nil, badf(dec.InputOffset(), "%v", err)
+		return nil, bad(dec, err)
 	}
 	if _, err := dec.ReadToken(); err != io.EOF {
 		return nil, badf(dec.InputOffset(), "unexpected data after the JSON object")
@@ -96,14 +107,14 @@ func readCommands(dec *jsontext.Decoder) ([]Command, error) {
 	if k := dec.PeekKind(); k != '[' {
 		if k == 'n' {
 			if _, err := dec.ReadToken(); err != nil {
-				return nil, badf(dec.InputOffset(), "%v", err)
+				return nil, bad(dec, err)
 			}
 			return nil, nil
 		}
 		return nil, badf(dec.InputOffset(), "Commands must be an array")
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return nil, badf(dec.InputOffset(), "%v", err)
+		return nil, bad(dec, err)
 	}
 	var cmds []Command
 	for dec.PeekKind() != ']' {
@@ -117,7 +128,7 @@ func readCommands(dec *jsontext.Decoder) ([]Command, error) {
 		cmds = append(cmds, c)
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return nil, badf(dec.InputOffset(), "%v", err)
+		return nil, bad(dec, err)
 	}
 	return cmds, nil
 }
@@ -125,7 +136,7 @@ func readCommands(dec *jsontext.Decoder) ([]Command, error) {
 func readString(dec *jsontext.Decoder, field string, i int) (*string, error) {
 	tok, err := dec.ReadToken()
 	if err != nil {
-		return nil, badf(dec.InputOffset(), "%v", err)
+		return nil, bad(dec, err)
 	}
 	switch tok.Kind() {
 	case 'n':
@@ -146,18 +157,18 @@ func readCommand(dec *jsontext.Decoder, i int) (Command, error) {
 	if k := dec.PeekKind(); k != '{' {
 		if k == jsontext.KindInvalid {
 			_, err := dec.ReadToken()
-			return c, badf(dec.InputOffset(), "%v", err)
+			return c, bad(dec, err)
 		}
 		return c, badf(dec.InputOffset(), "command %d must be an object", i)
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return c, badf(dec.InputOffset(), "%v", err)
+		return c, bad(dec, err)
 	}
 	idSeen := false
 	for dec.PeekKind() != '}' {
 		nameTok, err := dec.ReadToken()
 		if err != nil {
-			return c, badf(dec.InputOffset(), "%v", err)
+			return c, bad(dec, err)
 		}
 		switch nameTok.String() {
 		case "Type":
@@ -181,10 +192,15 @@ func readCommand(dec *jsontext.Decoder, i int) (Command, error) {
 			if c.ChangeVector, err = readString(dec, "ChangeVector", i); err != nil {
 				return c, err
 			}
+			if c.ChangeVector != nil {
+				if err := changevector.CheckLength(*c.ChangeVector); err != nil {
+					return c, badf(dec.InputOffset(), "command %d: ChangeVector: %v", i, err)
+				}
+			}
 		case "Document":
 			if dec.PeekKind() == 'n' {
 				if _, err := dec.ReadToken(); err != nil {
-					return c, badf(dec.InputOffset(), "%v", err)
+					return c, bad(dec, err)
 				}
 				continue
 			}
@@ -198,12 +214,12 @@ func readCommand(dec *jsontext.Decoder, i int) (Command, error) {
 			// OriginalChangeVector, ForceRevisionCreationStrategy and other
 			// fields Rookery does not use.
 			if err := dec.SkipValue(); err != nil {
-				return c, badf(dec.InputOffset(), "%v", err)
+				return c, bad(dec, err)
 			}
 		}
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return c, badf(dec.InputOffset(), "%v", err)
+		return c, bad(dec, err)
 	}
 	switch c.Type {
 	case Put:

@@ -2,6 +2,7 @@ package batch_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/rookerydb/rookery/backend/batch"
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/internal/testserver"
@@ -122,8 +124,45 @@ func TestExecuteIdentitiesAndAllOrNothing(t *testing.T) {
 	}
 }
 
+// A document nested past the depth limit, anywhere in a batch, fails the
+// whole batch with a 400 giving the byte offset in the body and the flag.
+func TestParseDepth(t *testing.T) {
+	const head = `{"Commands":[{"Id":"a","Type":"PUT","Document":{"x":`
+	limit := document.DefaultMaxDepth
+	for _, c := range []struct {
+		name, body string
+		at         int // 0: only the message is checked
+	}{
+		{"at the limit + 1", head + strings.Repeat("[", limit) + strings.Repeat("]", limit) + `}}]}`, len(head) + limit - 1},
+		{"100k arrays", head + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + `}}]}`, 0},
+		{"100k in a skipped field", `{"Commands":[{"Id":"a","Type":"DELETE","Extra":` + strings.Repeat("[", 100_000) + `}]}`, 0},
+		{"100k unclosed", head + strings.Repeat("[", 100_000), 0},
+	} {
+		_, err := batch.Parse(strings.NewReader(c.body))
+		want := fmt.Sprintf("nested deeper than %d levels at byte ", limit)
+		if c.at > 0 {
+			want += fmt.Sprint(c.at)
+		}
+		if !dberr.Is(err, dberr.BadRequest) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--max-json-depth") {
+			t.Errorf("%s: %v, want a 400 with %q", c.name, err, want)
+		}
+	}
+	ok := head + strings.Repeat("[", limit-1) + strings.Repeat("]", limit-1) + `}}]}`
+	if _, err := batch.Parse(strings.NewReader(ok)); err != nil {
+		t.Fatalf("at the limit: %v", err)
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add(`{"Commands":[{"Id":"users/1-A","Document":{"name":"John","@metadata":{"@collection":"Users"}},"Type":"PUT"}]}`)
+	const head = `{"Commands":[{"Id":"a","Type":"PUT","Document":{"x":`
+	for _, n := range []int{document.DefaultMaxDepth, 10_001, 100_000} {
+		f.Add(head + strings.Repeat("[", n) + strings.Repeat("]", n) + `}}]}`)
+	}
+	f.Add(head + strings.Repeat(`{"a":`, 100_000))
+	f.Add(strings.Repeat("[", 100_000))
+	f.Add(`{"Commands":[{"Id":"a","Type":"DELETE","Extra":` + strings.Repeat("{\"a\":", 100_000) + `}]}`)
+	f.Add(`{"Commands":[{"Id":"a","Type":"DELETE","ChangeVector":"` + strings.Repeat("A:1-abcdefghijklmnopqrstuv, ", 40_000) + `"}]}`)
 	f.Add(`{"Commands":[{"Id":"a|","ChangeVector":"","Document":{},"Type":"PUT"},{"Id":"b","Type":"DELETE","ChangeVector":"A:1-x"}],"TransactionMode":"SingleNode"}`)
 	f.Add(`{"Commands":null}`)
 	f.Add(`{"Commands":[{"Type":"PATCH"}]}`)

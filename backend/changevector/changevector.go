@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // Entry is one node's position: the etag a database copy (DBID) reached.
@@ -25,10 +26,70 @@ type Vector []Entry
 // ErrSyntax is wrapped by every parse error.
 var ErrSyntax = errors.New("invalid change vector")
 
-// Parse reads a change vector. It tolerates any run of whitespace and commas
-// between entries. A sharded "version | order" vector is parsed by its
-// version part only.
+// Defaults of the limits on vectors that come from outside. A vector has
+// one entry per database copy that ever wrote to the database (restores and
+// re-created copies add new ones): a handful in practice, tens in a long-lived
+// cluster. An entry is at most about 50 bytes ("ABCD:" + 19 digits + "-" +
+// a 22-character id + ", "), so 1,024 entries fit in 64 KiB.
+const (
+	DefaultMaxLength  = 64 << 10
+	DefaultMaxEntries = 1024
+)
+
+var maxLength, maxEntries atomic.Int64
+
+// SetLimits sets the limits of every later Parse (the server sets them once
+// at start from its flags); 0 takes the default.
+func SetLimits(length, entries int) error {
+	if length < 0 || entries < 0 {
+		return fmt.Errorf("change vector limits must not be negative (%d, %d)", length, entries)
+	}
+	maxLength.Store(int64(length))
+	maxEntries.Store(int64(entries))
+	return nil
+}
+
+// MaxLength is the longest change-vector text Parse accepts.
+func MaxLength() int {
+	if n := maxLength.Load(); n > 0 {
+		return int(n)
+	}
+	return DefaultMaxLength
+}
+
+// MaxEntries is the most entries Parse accepts.
+func MaxEntries() int {
+	if n := maxEntries.Load(); n > 0 {
+		return int(n)
+	}
+	return DefaultMaxEntries
+}
+
+// CheckLength refuses a change vector longer than MaxLength, for a vector
+// that is compared as text rather than parsed (a write's expectation).
+func CheckLength(s string) error {
+	if n := MaxLength(); len(s) > n {
+		return fmt.Errorf("%w: %d bytes long at position %d, more than the %d bytes a change vector may have (the limit is set by --max-change-vector-length)", ErrSyntax, len(s), n, n)
+	}
+	return nil
+}
+
+// Parse reads a change vector that comes from outside (a client, a
+// replication peer), within MaxLength and MaxEntries. It tolerates any run of
+// whitespace and commas between entries. A sharded "version | order" vector
+// is parsed by its version part only.
 func Parse(s string) (Vector, error) {
+	if err := CheckLength(s); err != nil {
+		return nil, err
+	}
+	return parse(s, MaxEntries())
+}
+
+// ParseStored reads a vector this node stored or computed itself, without
+// limits: a database whose vector grew past them still opens and serves.
+func ParseStored(s string) (Vector, error) { return parse(s, -1) }
+
+func parse(s string, limit int) (Vector, error) {
 	if i := strings.IndexByte(s, '|'); i >= 0 {
 		s = s[:i]
 	}
@@ -42,6 +103,9 @@ func Parse(s string) (Vector, error) {
 			return v, nil
 		}
 		start := i
+		if limit >= 0 && len(v) == limit {
+			return nil, fmt.Errorf("%w: more than %d entries, the next at position %d (the limit is set by --max-change-vector-entries)", ErrSyntax, limit, start)
+		}
 		for i < len(s) && s[i] != ',' && s[i] != ' ' && s[i] != '\t' && s[i] != '\n' && s[i] != '\r' {
 			i++
 		}

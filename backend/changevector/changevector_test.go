@@ -2,7 +2,9 @@ package changevector
 
 import (
 	"errors"
+	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 )
 
@@ -134,8 +136,52 @@ func TestMergeCompareProperties(t *testing.T) {
 	}
 }
 
+// Parse bounds the text and the entries of a vector from outside, with the
+// position and the flag in the error; ParseStored reads what this node
+// wrote without limits.
+func TestLimits(t *testing.T) {
+	entry := "A:1-" + dbA + ", "
+	many := strings.Repeat(entry, DefaultMaxEntries+1)
+	if len(many) > DefaultMaxLength {
+		t.Fatalf("the entries test needs a vector under the length limit (%d bytes)", len(many))
+	}
+	for _, c := range []struct{ name, s, want string }{
+		{"entries", many, fmt.Sprintf("more than %d entries, the next at position %d (the limit is set by --max-change-vector-entries)", DefaultMaxEntries, DefaultMaxEntries*len(entry))},
+		{"length", strings.Repeat(entry, 10_000), fmt.Sprintf("at position %d, more than the %d bytes a change vector may have (the limit is set by --max-change-vector-length)", DefaultMaxLength, DefaultMaxLength)},
+		{"one huge entry", "A:1-" + strings.Repeat("x", 1<<20), "--max-change-vector-length"},
+	} {
+		_, err := Parse(c.s)
+		if !errors.Is(err, ErrSyntax) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want …%s", c.name, err, c.want)
+		}
+	}
+	if v, err := Parse(strings.Repeat(entry, DefaultMaxEntries)); err != nil || len(v) != DefaultMaxEntries {
+		t.Fatalf("at the limit: %v", err)
+	}
+	if v, err := ParseStored(strings.Repeat(entry, 5000)); err != nil || len(v) != 5000 {
+		t.Fatalf("ParseStored: %d %v", len(v), err)
+	}
+	defer func() { _ = SetLimits(0, 0) }()
+	if err := SetLimits(100, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(strings.Repeat(entry, 3)); err == nil || !strings.Contains(err.Error(), "more than 2 entries") {
+		t.Fatalf("entries over 2: %v", err)
+	}
+	if err := CheckLength(strings.Repeat("x", 101)); err == nil || !strings.Contains(err.Error(), "at position 100") {
+		t.Fatalf("length over 100: %v", err)
+	}
+	if SetLimits(-1, 0) == nil {
+		t.Fatal("a negative limit was accepted")
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add("A:1-" + dbA)
+	f.Add(strings.Repeat("A:1-"+dbA+", ", DefaultMaxEntries+1))
+	f.Add(strings.Repeat("A:1-"+dbA+", ", 100_000))
+	f.Add(strings.Repeat(",", 1<<20))
+	f.Add("A:1-" + strings.Repeat("x", 1<<20))
 	f.Add("A:1203-" + dbB + ", B:88-" + dbC)
 	f.Add(" ,A:1-x | B:2-y")
 	f.Add("A:-1-x")

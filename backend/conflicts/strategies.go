@@ -81,7 +81,7 @@ func preferNode(versions []storage.Version, tag string) int {
 	var cands []int
 	for i, v := range versions {
 		var e int64
-		cv, _ := changevector.Parse(v.ChangeVector)
+		cv, _ := changevector.ParseStored(v.ChangeVector)
 		for _, en := range cv {
 			if en.Tag == tag && en.Etag > e {
 				e = en.Etag

@@ -61,13 +61,14 @@ func Read(dec *jsontext.Decoder) (Parsed, error) {
 	if k := dec.PeekKind(); k != '{' {
 		if k == jsontext.KindInvalid {
 			_, err := dec.ReadToken()
-			return p, errf("invalid document JSON: %v", err)
+			return p, invalid(err)
 		}
 		return p, errf("a document must be a JSON object, got %s", kindName(k))
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return p, errf("invalid document JSON: %v", err)
+		return p, invalid(err)
 	}
+	limit := MaxDepth()
 	body := make([]byte, 0, 256)
 	body = append(body, '{')
 	var meta []byte
@@ -76,11 +77,11 @@ func Read(dec *jsontext.Decoder) (Parsed, error) {
 	for dec.PeekKind() != '}' {
 		name, err := dec.ReadValue()
 		if err != nil {
-			return p, errf("invalid document JSON: %v", err)
+			return p, invalid(err)
 		}
 		if isName(name, "@metadata") {
 			hasMeta = true
-			meta, p.Collection, err = readMetadata(dec)
+			meta, p.Collection, err = readMetadata(dec, limit)
 			if err != nil {
 				return p, err
 			}
@@ -94,13 +95,17 @@ func Read(dec *jsontext.Decoder) (Parsed, error) {
 		body = append(body, ':')
 		val, err := dec.ReadValue()
 		if err != nil {
-			return p, errf("invalid document JSON: %v", err)
+			return p, invalid(err)
+		}
+		// The document is level 1: a member may nest limit-1 more.
+		if err := checkDepth(dec, val, limit-1, limit); err != nil {
+			return p, err
 		}
 		body = append(body, val...)
 		members++
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return p, errf("invalid document JSON: %v", err)
+		return p, invalid(err)
 	}
 	if members > 0 {
 		body = append(body, ',')
@@ -117,29 +122,29 @@ func Read(dec *jsontext.Decoder) (Parsed, error) {
 	return p, nil
 }
 
-func readMetadata(dec *jsontext.Decoder) (members []byte, collection string, err error) {
+func readMetadata(dec *jsontext.Decoder, limit int) (members []byte, collection string, err error) {
 	switch k := dec.PeekKind(); k {
 	case '{':
 	case 'n':
 		if _, err := dec.ReadToken(); err != nil {
-			return nil, "", errf("invalid document JSON: %v", err)
+			return nil, "", invalid(err)
 		}
 		return nil, "", nil
 	default:
 		if k == jsontext.KindInvalid {
 			_, err := dec.ReadToken()
-			return nil, "", errf("invalid document JSON: %v", err)
+			return nil, "", invalid(err)
 		}
 		return nil, "", errf("@metadata must be a JSON object, got %s", kindName(k))
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return nil, "", errf("invalid document JSON: %v", err)
+		return nil, "", invalid(err)
 	}
 	n := 0
 	for dec.PeekKind() != '}' {
 		name, err := dec.ReadValue()
 		if err != nil {
-			return nil, "", errf("invalid document JSON: %v", err)
+			return nil, "", invalid(err)
 		}
 		// name is only valid until the next peek or read: copy it first,
 		// and drop the member again if it is not kept.
@@ -154,14 +159,18 @@ func readMetadata(dec *jsontext.Decoder) (members []byte, collection string, err
 			if k := dec.PeekKind(); k != '"' && k != 'n' {
 				if k == jsontext.KindInvalid {
 					_, err := dec.ReadToken()
-					return nil, "", errf("invalid document JSON: %v", err)
+					return nil, "", invalid(err)
 				}
 				return nil, "", errf("@metadata.@collection must be a string, got %s", kindName(k))
 			}
 		}
 		val, err := dec.ReadValue()
 		if err != nil {
-			return nil, "", errf("invalid document JSON: %v", err)
+			return nil, "", invalid(err)
+		}
+		// @metadata is level 2: its members may nest limit-2 more.
+		if err := checkDepth(dec, val, limit-2, limit); err != nil {
+			return nil, "", err
 		}
 		drop := serverOwned[key]
 		if key == "@collection" && !drop {
@@ -179,7 +188,7 @@ func readMetadata(dec *jsontext.Decoder) (members []byte, collection string, err
 		n++
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return nil, "", errf("invalid document JSON: %v", err)
+		return nil, "", invalid(err)
 	}
 	return members, collection, nil
 }

@@ -3,6 +3,7 @@ package document
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -72,14 +73,111 @@ func TestAppendJSONRoundTrip(t *testing.T) {
 	}
 }
 
+// deep returns a document whose member "a" nests n arrays (n levels below
+// the document), and the offset of its first '['.
+func deep(n int) ([]byte, int) {
+	const head = `{"x":1,"a":`
+	return []byte(head + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`), len(head)
+}
+
+// Documents nest at most MaxDepth levels (the document is level 1); past it
+// Parse answers an *Error with the byte offset of the first bracket too
+// deep and the flag, also for depths jsontext itself refuses and inside
+// @metadata and strings do not count.
+func TestParseDepth(t *testing.T) {
+	limit := DefaultMaxDepth
+	ok, _ := deep(limit - 1)
+	if _, err := Parse(ok); err != nil {
+		t.Fatalf("depth %d: %v", limit, err)
+	}
+	meta := []byte(`{"@metadata":{"@collection":"A","x":` + strings.Repeat(`{"y":`, limit-2) + "1" + strings.Repeat("}", limit-2) + `}}`)
+	if _, err := Parse(meta); err != nil {
+		t.Fatalf("metadata at depth %d: %v", limit, err)
+	}
+	quoted := []byte(`{"s":"` + strings.Repeat(`[{\"`, 10000) + `"}`)
+	if _, err := Parse(quoted); err != nil {
+		t.Fatalf("brackets inside a string: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		raw  []byte
+		at   int
+	}{
+		{"one too deep", func() []byte { b, _ := deep(limit); return b }(), 0},
+		{"100k arrays", func() []byte { b, _ := deep(100_000); return b }(), 0},
+		{"10001 arrays", func() []byte { b, _ := deep(10_001); return b }(), 0},
+		{"objects", []byte(`{"a":` + strings.Repeat(`{"a":`, 1000) + "1" + strings.Repeat("}", 1001)), 5 + 5*(limit-1)},
+		{"metadata", []byte(`{"@metadata":{"x":` + strings.Repeat("[", limit-1) + strings.Repeat("]", limit-1) + `}}`), 18 + limit - 2},
+		{"escaped quotes", []byte(`{"s":"\\\"","a":` + strings.Repeat("[", limit) + strings.Repeat("]", limit) + `}`), len(`{"s":"\\\"","a":`) + limit - 1},
+	} {
+		if c.at == 0 {
+			_, head := deep(1)
+			c.at = head + limit - 1
+		}
+		_, err := Parse(c.raw)
+		var de *Error
+		want := fmt.Sprintf("nested deeper than %d levels at byte %d (the limit is set by --max-json-depth)", limit, c.at)
+		if !errors.As(err, &de) || !strings.Contains(de.Msg, want) {
+			if c.name == "10001 arrays" || c.name == "100k arrays" {
+				// jsontext stops at its own ceiling: the position is where it did.
+				want = fmt.Sprintf("nested deeper than %d levels at byte", limit)
+				if errors.As(err, &de) && strings.Contains(de.Msg, want) {
+					continue
+				}
+			}
+			t.Errorf("%s: %v, want …%s", c.name, err, want)
+		}
+	}
+}
+
+func TestSetMaxDepth(t *testing.T) {
+	defer func() { _ = SetMaxDepth(0) }()
+	for _, bad := range []int{-1, 1, 2, HardMaxDepth + 1} {
+		if SetMaxDepth(bad) == nil {
+			t.Errorf("SetMaxDepth(%d) accepted", bad)
+		}
+	}
+	if err := SetMaxDepth(3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse([]byte(`{"a":[[1]],"@metadata":{"@nested-object-types":{}}}`)); err != nil {
+		t.Fatalf("depth 3 with a limit of 3: %v", err)
+	}
+	if _, err := Parse([]byte(`{"a":[[[1]]]}`)); err == nil || !strings.Contains(err.Error(), "at byte 7") {
+		t.Fatalf("depth 4 with a limit of 3: %v", err)
+	}
+	if err := CheckDepth([]byte(`{"a":[[[1]]]}`)); err == nil || !strings.Contains(err.Error(), "at byte 7") {
+		t.Fatalf("CheckDepth, depth 4 with a limit of 3: %v", err)
+	}
+	if err := CheckDepth([]byte(`{"a":[[1]],"b":"[[[["}`)); err != nil {
+		t.Fatalf("CheckDepth, depth 3: %v", err)
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"name":"John","@metadata":{"@collection":"Users","@id":"x"}}`))
+	for _, n := range []int{DefaultMaxDepth - 1, DefaultMaxDepth, 10_001, 100_000} {
+		b, _ := deep(n)
+		f.Add(b)
+	}
+	f.Add([]byte(`{"a":` + strings.Repeat(`{"a":`, 100_000) + "1" + strings.Repeat("}", 100_001)))
+	f.Add([]byte(strings.Repeat("[", 100_000)))
+	f.Add([]byte(`{"@metadata":{"x":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}}`))
+	f.Add([]byte(`{"s":"` + strings.Repeat(`\"[{`, 50_000) + `"}`))
+	f.Add([]byte(`{"big":"` + strings.Repeat("x", 1<<20) + `"}`))
 	f.Add([]byte(`{"a":[1,2,{"b":null}],"\u0040metadata":{"@collection":"A\u0042"}}`))
 	f.Add([]byte(`{"@metadata":null}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		p, err := Parse(raw)
 		if err != nil {
+			var de *Error
+			if !errors.As(err, &de) {
+				t.Fatalf("error of the wrong type: %v", err)
+			}
 			return
+		}
+		if err := CheckDepth(p.Body); err != nil {
+			t.Fatalf("stored a body deeper than the limit: %v", err)
 		}
 		out := AppendJSON(nil, p.Body, "id", "A:1-x", time.Unix(0, 0))
 		if !json.Valid(out) {

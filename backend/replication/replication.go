@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rookerydb/rookery/backend/changevector"
+	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
@@ -197,6 +198,9 @@ type behindCount struct {
 func NewSender(db *storage.DB, destURL string, dial Dialer, opt Options) *Sender {
 	if opt.BatchSize <= 0 {
 		opt.BatchSize = 1024
+	}
+	if opt.BatchSize > MaxBatchItems {
+		opt.BatchSize = MaxBatchItems
 	}
 	if opt.BatchBytes <= 0 {
 		opt.BatchBytes = 4 << 20
@@ -384,6 +388,10 @@ func recv(ctx context.Context, c Conn) (message, error) {
 		m.LastEtag, m.Items, err = decodeBatch(b)
 		return m, err
 	}
+	// A control message holds a change vector and a short error at most.
+	if max := changevector.MaxLength() + maxControlExtra; len(b) > max {
+		return m, fmt.Errorf("bad replication message: a %d-byte control message, more than %d bytes", len(b), max)
+	}
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, fmt.Errorf("bad replication message: %w", err)
 	}
@@ -392,6 +400,10 @@ func recv(ctx context.Context, c Conn) (message, error) {
 	}
 	return m, nil
 }
+
+// maxControlExtra is what a control message may hold besides a change
+// vector (its other fields, an error message).
+const maxControlExtra = 64 << 10
 
 // recvWithin is recv with a deadline.
 func recvWithin(ctx context.Context, c Conn, d time.Duration) (message, error) {
@@ -596,7 +608,7 @@ func hasAll(db *storage.DB, items []storage.Item) bool {
 	if len(items) == 0 {
 		return true
 	}
-	have, err := changevector.Parse(db.ChangeVector())
+	have, err := changevector.ParseStored(db.ChangeVector())
 	if err != nil {
 		return false
 	}
@@ -752,6 +764,14 @@ func Receive(ctx context.Context, conn Conn, lookup func(name string) (*storage.
 				// resends from the stored one, and those items are
 				// skipped again.
 				break
+			}
+			// Nothing nested past the limit is stored, whichever way it came.
+			for _, it := range m.Items {
+				if it.Body != nil {
+					if err := document.CheckDepth(it.Body); err != nil {
+						return fail(fmt.Errorf("replicated item %s: %w", it.ID, err))
+					}
+				}
 			}
 			prev := written
 			p.done = db.Submit(ctx, func(tx *storage.Tx) error {

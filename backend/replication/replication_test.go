@@ -3,6 +3,7 @@ package replication
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
@@ -92,6 +94,12 @@ func FuzzDecodeBatch(f *testing.F) {
 	enc.last = 7
 	f.Add(append([]byte(nil), enc.bytes()...))
 	f.Add([]byte{batchMarker0, batchMarker1})
+	// Huge counts and lengths, and a body nested 100k levels.
+	f.Add([]byte{batchMarker0, batchMarker1, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	enc.reset()
+	deep := storage.Item{Type: "Put", ID: "d", Body: []byte(strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000))}
+	enc.add(&deep)
+	f.Add(append([]byte(nil), enc.bytes()...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		last, items, err := decodeBatch(b)
 		if err != nil {
@@ -357,6 +365,72 @@ func TestReceiveFailedBatchStopsTheNext(t *testing.T) {
 	}
 	if d, _ := db.Get(ctx, "items/good"); d != nil {
 		t.Fatal("the batch behind a failed one was applied")
+	}
+}
+
+// What a peer sends is bounded: a batch whose item count the message
+// cannot hold or that passes MaxBatchItems is refused before anything is
+// allocated, a control message longer than a change vector and its fields
+// is refused, and a body nested past the JSON depth limit ends the
+// connection without being stored.
+func TestReceiveBounds(t *testing.T) {
+	hdr := func(count uint32, rest int) []byte {
+		b := make([]byte, batchHeader+rest)
+		b[0], b[1] = batchMarker0, batchMarker1
+		binary.LittleEndian.PutUint32(b[10:], count)
+		return b
+	}
+	for _, c := range []struct {
+		name string
+		b    []byte
+	}{
+		{"count 2^32-1 in 100 bytes", hdr(0xffffffff, 100)},
+		{"count over len/7", hdr(15, 100)},
+		{"count over MaxBatchItems", hdr(MaxBatchItems+1, 7*(MaxBatchItems+1))},
+	} {
+		if _, _, err := decodeBatch(c.b); err == nil {
+			t.Errorf("%s: decoded", c.name)
+		}
+	}
+	empty := storage.Item{Type: "Delete"}
+	items := make([]storage.Item, 100)
+	for i := range items {
+		items[i] = empty
+	}
+	if _, got, err := decodeBatch(batchOf(1, items...)); err != nil || len(got) != 100 {
+		t.Fatalf("100 minimal items: %d %v", len(got), err)
+	}
+
+	ctx := context.Background()
+	c, _, done := receiver(t)
+	if err := c.Send(ctx, []byte(`{"Type":"Heartbeat","Error":"`+strings.Repeat("x", changevector.MaxLength()+maxControlExtra)+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "control message") {
+			t.Fatalf("a huge control message: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Receive did not end after a huge control message")
+	}
+
+	c, db, done := receiver(t)
+	deep := item("items/deep", "A:10-srcdbid", 10)
+	deep.Body = []byte(`{"a":` + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + `}`)
+	if err := c.Send(ctx, batchOf(10, deep)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "--max-json-depth") {
+			t.Fatalf("a deep body: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Receive did not end after a deep body")
+	}
+	if d, _ := db.Get(ctx, "items/deep"); d != nil {
+		t.Fatal("a body past the depth limit was stored")
 	}
 }
 

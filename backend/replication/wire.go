@@ -24,6 +24,14 @@ const batchMarker0, batchMarker1 = 0x01, 'B'
 
 const batchHeader = 2 + 8 + 4
 
+// minItemBytes is the smallest encoded item: the kind byte, two one-byte
+// varints and four empty lengths.
+const minItemBytes = 1 + 1 + 1 + 4
+
+// MaxBatchItems bounds the items of one batch, sent or received (a sender's
+// BatchSize is clamped to it).
+const MaxBatchItems = 1 << 16
+
 // Item kind bits.
 const (
 	kindDelete    = 1
@@ -102,7 +110,9 @@ func decodeBatch(b []byte) (lastEtag int64, items []storage.Item, err error) {
 		b = b[n:]
 		return s
 	}
-	if count > uint64(len(b)) {
+	// Every item takes at least minItemBytes: a count the message cannot
+	// hold, or above MaxBatchItems, is refused before anything is allocated.
+	if count > uint64(len(b)/minItemBytes) || count > MaxBatchItems {
 		return 0, nil, errBadBatch
 	}
 	items = make([]storage.Item, 0, count)

@@ -123,13 +123,19 @@ func (In) expr()      {}
 func (Call) expr()    {}
 func (Exists) expr()  {}
 
-// Parse parses a query.
+// Parse parses a query within the limits set by SetLimits (DefaultLimits
+// until then): a longer query is refused before it is read, a deeper one
+// where the nesting passes the limit, both as a positioned SyntaxError.
 func Parse(text string) (*Query, error) {
+	lim := CurrentLimits()
+	if len(text) > lim.MaxLength {
+		return nil, &SyntaxError{Pos: lim.MaxLength, Msg: fmt.Sprintf("the query is %d bytes long, more than the %d bytes a query may have (the limit is set by --max-query-length)", len(text), lim.MaxLength)}
+	}
 	toks, err := lex(text)
 	if err != nil {
 		return nil, err
 	}
-	p := &parser{toks: toks, n: len(text)}
+	p := &parser{toks: toks, n: len(text), maxDepth: lim.MaxDepth}
 	q, err := p.query()
 	if err != nil {
 		return nil, err
@@ -141,6 +147,18 @@ type parser struct {
 	toks []token
 	i    int
 	n    int
+	// depth is how many parentheses, not, exact() and boost() enclose the
+	// term being read; maxDepth bounds it, and with it the recursion.
+	depth, maxDepth int
+}
+
+// enter opens one level of nesting at t, or refuses it past the limit.
+func (p *parser) enter(t token) error {
+	p.depth++
+	if p.depth > p.maxDepth {
+		return p.errAt(t, "the where clause nests deeper than %d levels (parentheses, not, exact() and boost() each count; the limit is set by --max-query-depth)", p.maxDepth)
+	}
+	return nil
 }
 
 func (p *parser) peek() token {
@@ -475,23 +493,37 @@ func (p *parser) and(q *Query) (Expr, error) {
 var calls = map[string]string{"startswith": "startsWith", "endswith": "endsWith", "search": "search", "regex": "regex", "lucene": "lucene"}
 
 func (p *parser) term(q *Query) (Expr, error) {
+	t := p.peek()
 	if p.kw("not") {
+		if err := p.enter(t); err != nil {
+			return nil, err
+		}
 		e, err := p.term(q)
 		if err != nil {
 			return nil, err
 		}
+		p.depth--
 		return Not{e}, nil
 	}
 	if p.punct("(") {
+		if err := p.enter(t); err != nil {
+			return nil, err
+		}
 		e, err := p.or(q)
 		if err != nil {
 			return nil, err
 		}
+		p.depth--
 		return e, p.expectPunct(")")
 	}
-	t := p.peek()
 	if t.kind == tIdent && p.i+1 < len(p.toks) && p.toks[p.i+1].text == "(" {
 		name := strings.ToLower(t.text)
+		if name == "exact" || name == "boost" {
+			if err := p.enter(t); err != nil {
+				return nil, err
+			}
+			defer func() { p.depth-- }()
+		}
 		switch {
 		case calls[name] != "":
 			p.i += 2

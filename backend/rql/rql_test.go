@@ -163,9 +163,80 @@ func TestClauses(t *testing.T) {
 	}
 }
 
+// nested wraps cond in n levels of open … close.
+func nested(n int, open, cond, close string) string {
+	return "from Orders where " + strings.Repeat(open, n) + cond + strings.Repeat(close, n)
+}
+
+// Nesting and length are bounded: past the limits Parse answers a
+// positioned SyntaxError naming the limit's flag, at once and without
+// recursing; at the limits it parses.
+func TestLimits(t *testing.T) {
+	prefix := len("from Orders where ")
+	for _, c := range []struct {
+		name, q string
+		pos     int
+		msg     string
+	}{
+		{"a million (", "from Orders where " + strings.Repeat("(", 1_000_000), DefaultMaxLength, "--max-query-length"},
+		{"400k balanced", nested(400_000, "(", "a = 1", ")"), DefaultMaxLength, "--max-query-length"},
+		{"parentheses", nested(5000, "(", "a = 1", ")"), prefix + DefaultMaxDepth, "--max-query-depth"},
+		{"not", nested(5000, "not ", "a = 1", ""), prefix + 4*DefaultMaxDepth, "--max-query-depth"},
+		{"exact", nested(5000, "exact(", "a = 1", ")"), prefix + 6*DefaultMaxDepth, "--max-query-depth"},
+		{"boost", nested(5000, "boost(", "a = 1", ", 2)"), prefix + 6*DefaultMaxDepth, "--max-query-depth"},
+		{"mixed", nested(3000, "not (", "a = 1", ")"), prefix + 5*(DefaultMaxDepth/2), "--max-query-depth"},
+	} {
+		_, err := Parse(c.q)
+		var se *SyntaxError
+		if !errors.As(err, &se) || se.Pos != c.pos || !strings.Contains(se.Msg, c.msg) {
+			t.Errorf("%s: %v (want position %d, %q)", c.name, err, c.pos, c.msg)
+		}
+	}
+	for _, q := range []string{
+		nested(DefaultMaxDepth, "(", "a = 1", ")"),
+		nested(DefaultMaxDepth, "not ", "a = 1", ""),
+		nested(DefaultMaxDepth/2, "not (", "a = 1", ")"),
+		// Depth is nesting, not length: long flat chains are fine.
+		"from Orders where " + strings.Repeat("(a = 1) and ", 1000) + "b = 2",
+		"from Orders where a = 1" + strings.Repeat(" ", DefaultMaxLength-len("from Orders where a = 1")),
+	} {
+		if _, err := Parse(q); err != nil {
+			t.Errorf("%.60s…: %v", q, err)
+		}
+	}
+}
+
+func TestSetLimits(t *testing.T) {
+	defer func() { _ = SetLimits(Limits{}) }()
+	if err := SetLimits(Limits{MaxLength: 100, MaxDepth: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(nested(2, "(", "a = 1", ")")); err != nil {
+		t.Fatal(err)
+	}
+	var se *SyntaxError
+	if _, err := Parse(nested(3, "(", "a = 1", ")")); !errors.As(err, &se) || se.Pos != len("from Orders where ((") {
+		t.Fatalf("depth 3 with a limit of 2: %v", err)
+	}
+	if _, err := Parse("from Orders where " + strings.Repeat("a = 1 and ", 10) + "b = 1"); !errors.As(err, &se) || se.Pos != 100 {
+		t.Fatalf("length over 100: %v", err)
+	}
+	if err := SetLimits(Limits{MaxLength: -1}); err == nil {
+		t.Fatal("a negative limit was accepted")
+	}
+	if err := SetLimits(Limits{}); err != nil || CurrentLimits() != DefaultLimits() {
+		t.Fatalf("zero limits are the defaults: %v %+v", err, CurrentLimits())
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{`from 'Orders' where (a = $p0 or b = $p1) and c = $p2`, `from Orders as o where o.Lines[].Price between 1 and 2 order by x desc select key(), count() as c limit 1, 2`,
-		`from index 'x' where exact(Name = "a\"b") include a, b`, `from x where boost(a in ($p), 2) and not exists(y)`} {
+		`from index 'x' where exact(Name = "a\"b") include a, b`, `from x where boost(a in ($p), 2) and not exists(y)`,
+		// Deep and huge inputs.
+		"from x where " + strings.Repeat("(", 100_000), nested(100_000, "(", "a = 1", ")"), nested(5000, "(", "a = 1", ")"),
+		nested(DefaultMaxDepth, "(", "a = 1", ")"), nested(10_000, "not ", "a = 1", ""), nested(5000, "exact(", "a = 1", ")"),
+		nested(3000, "boost(", "a = 1", ", 2)"), "from x where a in (" + strings.Repeat("1,", 50_000) + "1)",
+		"from x where a = '" + strings.Repeat("x", 200_000) + "'"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -339,7 +339,7 @@ func (db *DB) load(opts Options) error {
 		db.sep = "/"
 	}
 	if s := meta["change_vector"]; s != "" {
-		v, err := changevector.Parse(s)
+		v, err := changevector.ParseStored(s)
 		if err != nil {
 			return fmt.Errorf("stored database change vector: %w", err)
 		}

@@ -28,7 +28,7 @@ func Exchange(ctx context.Context, from, to *DB, batch int) (map[Outcome]int, er
 		if err != nil || len(items) == 0 {
 			return out, err
 		}
-		dest, _ := changevector.Parse(to.ChangeVector())
+		dest, _ := changevector.ParseStored(to.ChangeVector())
 		err = to.Write(ctx, func(tx *Tx) error {
 			for _, it := range items {
 				if it.Skippable(dest) {

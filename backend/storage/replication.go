@@ -46,7 +46,7 @@ func (it Item) Skippable(dest changevector.Vector) bool {
 	if it.Unordered || it.Conflict {
 		return false
 	}
-	cv, err := changevector.Parse(it.ChangeVector)
+	cv, err := changevector.ParseStored(it.ChangeVector)
 	return err == nil && changevector.Compare(cv, dest) == changevector.AlreadyMerged
 }
 
@@ -193,7 +193,7 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 	}
 	if len(conflicts) > 0 {
 		for _, c := range conflicts {
-			cv, _ := changevector.Parse(c.ChangeVector)
+			cv, _ := changevector.ParseStored(c.ChangeVector)
 			if changevector.Compare(incoming, cv) == changevector.AlreadyMerged {
 				return Skipped, nil
 			}
@@ -203,7 +203,7 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 		// whatever order the versions arrive in.
 		var left []Version
 		for i, c := range conflicts {
-			cv, _ := changevector.Parse(c.ChangeVector)
+			cv, _ := changevector.ParseStored(c.ChangeVector)
 			if changevector.Compare(incoming, cv) == changevector.Update {
 				if _, err := tx.exec(sqlDeleteConflictByEtag, etags[i]); err != nil {
 					return Skipped, err
@@ -234,7 +234,7 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 	if err != nil {
 		return Skipped, err
 	}
-	localCV, _ := changevector.Parse(local.cv)
+	localCV, _ := changevector.ParseStored(local.cv)
 	switch changevector.Compare(incoming, localCV) {
 	case changevector.AlreadyMerged:
 		return Skipped, nil

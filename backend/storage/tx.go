@@ -526,7 +526,7 @@ func checkConflictExpectation(id string, versions []Version, expected *string) e
 		return dberr.New(dberr.BadRequest, "change vector %q: %v", *expected, err)
 	}
 	for _, v := range versions {
-		cv, _ := changevector.Parse(v.ChangeVector)
+		cv, _ := changevector.ParseStored(v.ChangeVector)
 		if changevector.Compare(cv, exp) != changevector.AlreadyMerged {
 			return concurrencyErr("Document %s is in conflict and its version %s is newer than the expected change vector %s. Optimistic concurrency violation, transaction will be aborted.", id, v.ChangeVector, *expected)
 		}

@@ -45,7 +45,7 @@ func (p Progress) Etag(dbid string) int64 {
 	if p.Vector == "" {
 		return 0
 	}
-	v, err := changevector.Parse(p.Vector)
+	v, err := changevector.ParseStored(p.Vector)
 	if err != nil {
 		return 0
 	}
@@ -54,7 +54,7 @@ func (p Progress) Etag(dbid string) int64 {
 
 // Advanced returns p with copy dbid's scan moved to etag.
 func (p Progress) Advanced(tag, dbid string, etag int64) Progress {
-	v, _ := changevector.Parse(p.Vector)
+	v, _ := changevector.ParseStored(p.Vector)
 	p.Vector = v.WithEntry(tag, etag, dbid).String()
 	return p
 }

@@ -25,6 +25,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rookerydb/rookery/backend/changevector"
+	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/rql"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/web"
 )
@@ -43,6 +46,9 @@ type options struct {
 	shutdownTimeout                                            time.Duration
 	// Security.
 	tlsCert, tlsKey, tlsCA, wellKnownAdmins, unsecuredAccess, allowedHosts string
+	// Parser limits (web.Config's Max… fields).
+	maxQueryLength, maxQueryDepth, maxJSONDepth                     int
+	maxChangeVectorLength, maxChangeVectorEntries, maxWorkerMessage int
 	// tagSet: --node-tag (or ROOKERY_NODE_TAG) was given explicitly.
 	tagSet bool
 }
@@ -79,6 +85,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.wellKnownAdmins, "well-known-admin-certs", "", "comma-separated certificate thumbprints, or certificate files, that are ClusterAdmin without being registered")
 	fs.StringVar(&o.unsecuredAccess, "unsecured-access-allowed", "Local", "without TLS, where the node may listen and be called from: None, Local, PrivateNetwork, PublicNetwork (comma-combined)")
 	fs.StringVar(&o.allowedHosts, "allowed-hosts", "", "comma-separated extra Host names (host or host:port) the node answers to, besides its URL and listen address (DNS-rebinding protection)")
+	fs.IntVar(&o.maxQueryLength, "max-query-length", rql.DefaultMaxLength, "longest RQL query accepted, in bytes (subscriptions and their test query)")
+	fs.IntVar(&o.maxQueryDepth, "max-query-depth", rql.DefaultMaxDepth, "deepest nesting of an RQL where clause (parentheses, not, exact(), boost())")
+	fs.IntVar(&o.maxJSONDepth, "max-json-depth", document.DefaultMaxDepth, fmt.Sprintf("deepest nesting of a document (the document is level 1) and of a subscription worker's messages, %d to %d", document.MinMaxDepth, document.HardMaxDepth))
+	fs.IntVar(&o.maxChangeVectorLength, "max-change-vector-length", changevector.DefaultMaxLength, "longest change vector accepted from a client or a replication peer, in bytes")
+	fs.IntVar(&o.maxChangeVectorEntries, "max-change-vector-entries", changevector.DefaultMaxEntries, "most entries of a change vector accepted from a client or a replication peer")
+	fs.IntVar(&o.maxWorkerMessage, "max-worker-message", web.DefaultMaxWorkerMessage, "largest message a subscription worker may send (header, options, acknowledgements), in bytes; a larger one closes the connection")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: studio [serve] [flags]\n       studio setup ... (certificates of a secured cluster: studio setup -h)\n\nEvery flag is mirrored by an environment variable (--data-dir is ROOKERY_DATA_DIR).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -155,7 +167,9 @@ func run(args []string, stderr io.Writer) error {
 	}
 	cfg := web.Config{HTTPAddr: o.httpAddr, DataDir: o.dataDir, NodeTag: o.nodeTag, PublicURL: o.publicURL, Logger: log, RaftAddr: o.raftAddr, Join: o.join, Replication: o.replication, ReplicationPeers: peers,
 		TLSCert: o.tlsCert, TLSKey: o.tlsKey, TLSCA: o.tlsCA, WellKnownAdminCerts: splitList(o.wellKnownAdmins), UnsecuredAccessAllowed: o.unsecuredAccess, AllowedHosts: splitList(o.allowedHosts),
-		IntegrityCheck: o.integrityCheck}
+		IntegrityCheck: o.integrityCheck,
+		MaxQueryLength: o.maxQueryLength, MaxQueryDepth: o.maxQueryDepth, MaxJSONDepth: o.maxJSONDepth,
+		MaxChangeVectorLength: o.maxChangeVectorLength, MaxChangeVectorEntries: o.maxChangeVectorEntries, MaxWorkerMessage: o.maxWorkerMessage}
 	if err := resolveTag(&o, &cfg, log); err != nil {
 		return err
 	}

@@ -59,6 +59,29 @@ func TestEnvMirrorsFlags(t *testing.T) {
 	}
 }
 
+// The parser limits are flags with their documented defaults, mirrored by
+// ROOKERY_MAX_* variables.
+func TestLimitFlags(t *testing.T) {
+	o, err := parse(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.maxQueryLength != 64<<10 || o.maxQueryDepth != 128 || o.maxJSONDepth != 512 || o.maxChangeVectorLength != 64<<10 ||
+		o.maxChangeVectorEntries != 1024 || o.maxWorkerMessage != 64<<10 {
+		t.Fatalf("defaults %+v", o)
+	}
+	t.Setenv("ROOKERY_MAX_JSON_DEPTH", "100")
+	t.Setenv("ROOKERY_MAX_WORKER_MESSAGE", "4096")
+	o, err = parse([]string{"--max-query-length", "1000", "--max-query-depth", "8", "--max-change-vector-length", "500", "--max-change-vector-entries", "9"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.maxQueryLength != 1000 || o.maxQueryDepth != 8 || o.maxJSONDepth != 100 || o.maxChangeVectorLength != 500 ||
+		o.maxChangeVectorEntries != 9 || o.maxWorkerMessage != 4096 {
+		t.Fatalf("set %+v", o)
+	}
+}
+
 func freeAddr(t *testing.T) string {
 	// The kernel may hand a just-closed port out again; never give the
 	// same address to two nodes of this test binary.

@@ -39,6 +39,9 @@ type API struct {
 	Conflicts *conflicts.Manager
 	// Subscriptions runs the subscription workers and their monitor.
 	Subscriptions *subscriptions.Manager
+	// MaxDocumentSize is the largest document (its JSON, in bytes) a client
+	// may store; no limit when zero.
+	MaxDocumentSize int64
 }
 
 // idents takes identities through the cluster's log.

@@ -44,6 +44,9 @@ type Studio struct {
 	// Subscriptions runs the subscription workers and their monitor; nil
 	// leaves the Subscriptions pages empty.
 	Subscriptions *subscriptions.Manager
+	// MaxDocumentSize is the largest document the editor may save; no
+	// limit when zero.
+	MaxDocumentSize int64
 
 	live  map[string]LiveFunc
 	ticks map[string]bool
@@ -186,6 +189,8 @@ func (s *Studio) studioError(c echo.Context, db string, err error) error {
 		status, title = http.StatusConflict, "Changed by someone else"
 	case dberr.Unavailable:
 		status, title = http.StatusServiceUnavailable, "Not available"
+	case dberr.TooLarge:
+		status, title = http.StatusRequestEntityTooLarge, "Too large"
 	}
 	if errors.Is(err, context.Canceled) {
 		return err

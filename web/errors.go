@@ -61,6 +61,8 @@ func ravenError(err error) (status int, typ, msg string) {
 		return http.StatusBadRequest, "System.InvalidOperationException", de.Error()
 	case dberr.DocumentConflict:
 		return http.StatusConflict, "Raven.Client.Exceptions.Documents.DocumentConflictException", de.Error()
+	case dberr.TooLarge:
+		return http.StatusRequestEntityTooLarge, "Raven.Client.Exceptions.BadRequestException", de.Error()
 	case dberr.Unavailable:
 		return http.StatusServiceUnavailable, "Raven.Client.Exceptions.Database.DatabaseDisabledException", de.Error()
 	}

@@ -60,6 +60,56 @@ type Config struct {
 	// ReplicationPeers overrides the URL replication dials for a node tag
 	// (a proxy, a NAT address, a fault-injection proxy in tests).
 	ReplicationPeers map[string]string
+
+	// Limits (README "Limits"). Zero means the default; a negative value
+	// turns a limit off.
+
+	// MaxConnections caps the open connections on the HTTP port: HTTP,
+	// websockets and subscription workers together. DefaultMaxConnections().
+	MaxConnections int
+	// MaxRequestBody is the largest request body, in bytes.
+	// DefaultMaxRequestBody.
+	MaxRequestBody int64
+	// MaxDocumentSize is the largest document a client may store, in bytes
+	// of its JSON. DefaultMaxDocumentSize.
+	MaxDocumentSize int64
+	// MinDataRate is the slowest average rate, in bytes/s, at which a
+	// request body may arrive and a response be taken once MinDataRateGrace
+	// has passed. DefaultMinDataRate and DefaultMinDataRateGrace.
+	MinDataRate      int
+	MinDataRateGrace time.Duration
+	// MaxLivePages caps the studio pages kept live (one websocket each).
+	// DefaultMaxLivePages.
+	MaxLivePages int
+}
+
+// withDefaults fills in the limits left at zero and turns the negative
+// ("off") ones to zero.
+func (c Config) withDefaults() Config {
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections()
+	}
+	if c.MaxRequestBody == 0 {
+		c.MaxRequestBody = DefaultMaxRequestBody
+	}
+	if c.MaxDocumentSize == 0 {
+		c.MaxDocumentSize = DefaultMaxDocumentSize
+	}
+	if c.MinDataRate == 0 {
+		c.MinDataRate = DefaultMinDataRate
+	}
+	if c.MinDataRateGrace <= 0 {
+		c.MinDataRateGrace = DefaultMinDataRateGrace
+	}
+	if c.MaxLivePages == 0 {
+		c.MaxLivePages = DefaultMaxLivePages
+	}
+	c.MaxConnections = max(c.MaxConnections, 0)
+	c.MaxRequestBody = max(c.MaxRequestBody, 0)
+	c.MaxDocumentSize = max(c.MaxDocumentSize, 0)
+	c.MinDataRate = max(c.MinDataRate, 0)
+	c.MaxLivePages = max(c.MaxLivePages, 0)
+	return c
 }
 
 // RaftAddrFor derives the default Raft address from the HTTP address.
@@ -103,6 +153,8 @@ type Server struct {
 	subCancel  context.CancelFunc
 	subConns   subscriptionConns
 	subRecon   chan struct{}
+	acceptErrs *prometheus.CounterVec
+	limits     *requestLimits
 }
 
 // resolutionFailed raises an alert when an automatic resolution (a script)
@@ -128,6 +180,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = "data"
 	}
+	cfg = cfg.withDefaults()
 	engineMetrics := metrics.New()
 	cat, err := catalog.Open(cfg.DataDir, cfg.NodeTag, cfg.Logger, engineMetrics)
 	if err != nil {
@@ -164,12 +217,24 @@ func New(cfg Config) (*Server, error) {
 	engineMetrics.Register(s.reg)
 	s.reg.MustRegister(replicationCollector{s})
 	httpMetrics := newHTTPMetrics(s.reg)
+	limits := newRequestLimits(cfg, s.reg)
+	s.limits = limits
+	s.acceptErrs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rookery_http_accept_errors_total",
+		Help: "Failed accepts on the HTTP port, by reason (emfile, enfile, econnaborted, nomem, other); the port keeps accepting after a short backoff.",
+	}, []string{"reason"})
+	s.reg.MustRegister(s.acceptErrs)
+	maxConns := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rookery_http_max_connections", Help: "The cap on open connections on the HTTP port (--max-connections; 0 = none).",
+	})
+	maxConns.Set(float64(cfg.MaxConnections))
+	s.reg.MustRegister(maxConns)
 
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.errorHandler
-	e.Use(httpMetrics.observe(s.log), serverHeaders, s.recoverMiddleware)
+	e.Use(httpMetrics.observe(s.log), serverHeaders, s.recoverMiddleware, limits.middleware)
 	e.GET("/livez", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	e.GET("/readyz", func(c echo.Context) error {
 		if !s.ready.Load() {
@@ -193,11 +258,12 @@ func New(cfg Config) (*Server, error) {
 	s.subStop, s.subCancel = context.WithCancel(context.Background())
 	s.subRecon = make(chan struct{}, 1)
 	s.reg.MustRegister(subscriptionCollector{s})
-	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs}
+	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs, MaxDocumentSize: cfg.MaxDocumentSize}
 	api.Register(e)
-	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs}
+	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs, MaxDocumentSize: cfg.MaxDocumentSize}
 	s.studio.Register(e)
 	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
+	s.hub.maxClients = cfg.MaxLivePages
 	s.bulk.OnChange = s.hub.Notify
 	s.subs.OnChange = s.hub.Notify
 	e.GET("/studio/live", s.hub.Serve)
@@ -210,7 +276,7 @@ func New(cfg Config) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	s.http = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	s.http = &http.Server{Handler: e, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: 2 * time.Minute}
 	return s, nil
 }
 
@@ -307,7 +373,8 @@ func (s *Server) Serve(l net.Listener) error {
 	s.ready.Store(true)
 	s.log.Info("rookery node serving", "url", s.URL(), "node_tag", s.cfg.NodeTag, "data_dir", s.cfg.DataDir)
 	// Subscription workers connect to the same port (their first byte is '{').
-	err := s.http.Serve(newSniffListener(l, s.serveSubscriptionConn))
+	err := s.http.Serve(newSniffListener(l, s.serveSubscriptionConn, listenerOptions{
+		maxConns: s.cfg.MaxConnections, firstByte: readHeaderTimeout, log: s.log, errs: s.acceptErrs}))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -44,7 +44,12 @@ func badf(offset int64, format string, args ...any) error {
 
 // Parse reads a batch body, {"Commands":[...]}, in one pass: each document
 // is split into its stored form as it is read.
-func Parse(r io.Reader) ([]Command, error) {
+func Parse(r io.Reader) ([]Command, error) { return ParseMax(r, 0) }
+
+// ParseMax is Parse with a limit on each document's size (see
+// document.ReadMax): a larger one fails the batch with a dberr.TooLarge
+// whose cause is the *document.SizeError.
+func ParseMax(r io.Reader, maxDocument int64) ([]Command, error) {
 	dec := jsontext.NewDecoder(r)
 	tok, err := dec.ReadToken()
 	if err != nil {
@@ -63,7 +68,7 @@ func Parse(r io.Reader) ([]Command, error) {
 		switch nameTok.String() {
 		case "Commands":
 			seen = true
-			if cmds, err = readCommands(dec); err != nil {
+			if cmds, err = readCommands(dec, maxDocument); err != nil {
 				return nil, err
 			}
 		case "TransactionMode":
@@ -92,7 +97,7 @@ func Parse(r io.Reader) ([]Command, error) {
 	return cmds, nil
 }
 
-func readCommands(dec *jsontext.Decoder) ([]Command, error) {
+func readCommands(dec *jsontext.Decoder, maxDocument int64) ([]Command, error) {
 	if k := dec.PeekKind(); k != '[' {
 		if k == 'n' {
 			if _, err := dec.ReadToken(); err != nil {
@@ -110,7 +115,7 @@ func readCommands(dec *jsontext.Decoder) ([]Command, error) {
 		if len(cmds) >= MaxCommands {
 			return nil, badf(dec.InputOffset(), "more than %d commands", MaxCommands)
 		}
-		c, err := readCommand(dec, len(cmds))
+		c, err := readCommand(dec, len(cmds), maxDocument)
 		if err != nil {
 			return nil, err
 		}
@@ -141,7 +146,7 @@ func readString(dec *jsontext.Decoder, field string, i int) (*string, error) {
 	return nil, badf(dec.InputOffset(), "command %d: %s must be a string, got %s", i, field, tok.String())
 }
 
-func readCommand(dec *jsontext.Decoder, i int) (Command, error) {
+func readCommand(dec *jsontext.Decoder, i int, maxDocument int64) (Command, error) {
 	var c Command
 	if k := dec.PeekKind(); k != '{' {
 		if k == jsontext.KindInvalid {
@@ -188,7 +193,15 @@ func readCommand(dec *jsontext.Decoder, i int) (Command, error) {
 				}
 				continue
 			}
-			doc, err := document.Read(dec)
+			doc, err := document.ReadMax(dec, maxDocument)
+			var se *document.SizeError
+			if errors.As(err, &se) {
+				id := ""
+				if idSeen {
+					id = fmt.Sprintf(" (%q)", c.ID)
+				}
+				return c, &dberr.Error{Kind: dberr.TooLarge, Msg: fmt.Sprintf("command %d%s: the document is larger than %d bytes", i, id, se.Max), Err: se}
+			}
 			if err != nil {
 				return c, dberr.New(dberr.BadRequest, "command %d: %v", i, err)
 			}

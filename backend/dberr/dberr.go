@@ -28,6 +28,9 @@ const (
 	Unavailable
 	// DocumentConflict is a document whose versions conflict (409).
 	DocumentConflict
+	// TooLarge is input over a configured size limit (413); the message
+	// names the limit and its flag.
+	TooLarge
 )
 
 // Error is an engine error with a kind and a readable message.

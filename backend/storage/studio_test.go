@@ -58,7 +58,7 @@ func TestKeysetPaging(t *testing.T) {
 	var all []string
 	before := int64(0)
 	for {
-		page, err := db.PageByEtag(ctx, "users", before, 7)
+		page, err := db.PageByEtag(ctx, "users", before, 7, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,15 +73,15 @@ func TestKeysetPaging(t *testing.T) {
 	if len(all) != 20 || all[0] != "Users/24" || all[19] != "Users/01" {
 		t.Fatalf("pages %v", all)
 	}
-	page, err := db.PageByID(ctx, "users/1", "", "", 100)
+	page, err := db.PageByID(ctx, "users/1", "", "", 100, 0)
 	if err != nil || len(page) != 8 || page[0].ID != "Users/11" {
 		t.Fatalf("by id %d %v", len(page), err)
 	}
-	page, err = db.PageByID(ctx, "users/1", "Users", "users/14", 100)
+	page, err = db.PageByID(ctx, "users/1", "Users", "users/14", 100, 0)
 	if err != nil || len(page) != 4 || page[0].ID != "Users/16" {
 		t.Fatalf("after %d %v", len(page), err)
 	}
-	if page, _ := db.PageByEtag(ctx, "nope", 0, 10); len(page) != 0 {
+	if page, _ := db.PageByEtag(ctx, "nope", 0, 10, 0); len(page) != 0 {
 		t.Fatal("unknown collection")
 	}
 }

@@ -150,7 +150,7 @@ func TestSecurityF9DocumentOverLimitRefused(t *testing.T) {
 
 // A body just under both limits, sent at full speed, is stored: a
 // 30 MiB document and a 100 MiB batch.
-func TestSecurityF9LargeBodyUnderLimitPasses(t *testing.T) {
+func TestLargeBodyUnderLimitPasses(t *testing.T) {
 	_, base := startNodeWith(t, Config{})
 	createDB(t, base, "big")
 	if status, env := send(t, "PUT", base+"/databases/big/docs?id=doc30", docReader(30<<20), 30<<20); status != http.StatusCreated {

@@ -2,6 +2,7 @@ package batch_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/rookerydb/rookery/backend/batch"
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/internal/testserver"
@@ -147,6 +149,27 @@ func FuzzParse(f *testing.F) {
 				}
 			default:
 				t.Fatalf("unexpected type %q", c.Type)
+			}
+		}
+		// With a document limit: the same commands when every document
+		// fits, a TooLarge error naming the limit when one does not, and
+		// never a stored body much larger than the limit.
+		const limit = 48
+		small, err := batch.ParseMax(strings.NewReader(body), limit)
+		if err != nil {
+			var se *document.SizeError
+			if !dberr.Is(err, dberr.TooLarge) || !errors.As(err, &se) || se.Max != limit || se.Size <= limit {
+				t.Fatalf("ParseMax refused a batch Parse took, with %v", err)
+			}
+			return
+		}
+		if len(small) != len(cmds) {
+			t.Fatalf("ParseMax: %d commands, Parse: %d", len(small), len(cmds))
+		}
+		for _, c := range small {
+			// The stored form may add an empty "@metadata":{} (15 bytes).
+			if len(c.Document.Body) > limit+16 {
+				t.Fatalf("a %d-byte document passed a %d-byte limit", len(c.Document.Body), limit)
 			}
 		}
 	})

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startLimited runs the binary with RLIMIT_NOFILE lowered to nofile (soft
+// and hard, so Go cannot raise it) through prlimit(1).
+func startLimited(t *testing.T, nofile int, extra ...string) *node {
+	t.Helper()
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Skip("prlimit (util-linux) is not installed")
+	}
+	addr := freeAddr(t)
+	dataDir := t.TempDir()
+	n := &node{url: "http://" + addr, logs: &bytes.Buffer{}, done: make(chan error, 1)}
+	args := []string{"--nofile=" + strconv.Itoa(nofile) + ":" + strconv.Itoa(nofile), "--", binary, "serve", "--http", addr, "--data-dir", dataDir,
+		"--node-tag", "A", "--raft-addr", raftAddrFor(t, dataDir)}
+	n.cmd = exec.Command(prlimit, append(args, extra...)...)
+	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { n.done <- n.cmd.Wait() }()
+	t.Cleanup(func() { n.kill9(t) })
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(n.url + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return n
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("node did not become ready; logs:\n%s", n.logs)
+	return nil
+}
+
+// exhaust opens count idle connections (they send nothing), holds them for
+// hold, then closes them all.
+func exhaust(t *testing.T, addr string, count int, hold time.Duration) {
+	t.Helper()
+	var conns []net.Conn
+	for i := 0; i < count; i++ {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			// The old accept loop closed the listening socket on EMFILE.
+			t.Logf("dial %d: %v", i, err)
+			break
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(hold)
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// serves waits until a normal request succeeds again.
+func serves(t *testing.T, n *node, within time.Duration) {
+	t.Helper()
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(within)
+	for {
+		resp, err := client.Get(n.url + "/databases")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node does not serve %v after the idle connections closed: %v; logs:\n%s", within, err, n.logs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// metric reads one sample from /metrics; 0 when absent.
+func metric(t *testing.T, n *node, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(n.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	re := regexp.MustCompile(`^` + regexp.QuoteMeta(series) + ` (\S+)$`)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			v, _ := strconv.ParseFloat(m[1], 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// Finding 8: at about 20k idle connections accept failed with EMFILE and
+// the HTTP listener stayed dead after the clients left. Replayed with the
+// descriptor limit lowered to 512 and 900 idle connections.
+func TestSecurityF8DescriptorExhaustionRecovers(t *testing.T) {
+	t.Run("default cap", func(t *testing.T) {
+		// The default cap (3/4 of 512, minus 256 = 128 connections) keeps
+		// the extra connections in the kernel's backlog: the process never
+		// runs out of descriptors.
+		n := startLimited(t, 512)
+		exhaust(t, strings.TrimPrefix(n.url, "http://"), 900, time.Second)
+		serves(t, n, 15*time.Second)
+		if v := metric(t, n, `rookery_http_accept_errors_total{reason="emfile"}`); v != 0 {
+			t.Fatalf("%v accepts failed with EMFILE under the default cap", v)
+		}
+		if v := metric(t, n, "rookery_http_max_connections"); v != 128 {
+			t.Fatalf("rookery_http_max_connections %v, want 128", v)
+		}
+	})
+	t.Run("no cap", func(t *testing.T) {
+		// Without a cap the descriptors do run out: accept fails with
+		// EMFILE, and the listener keeps trying until they are back.
+		n := startLimited(t, 512, "--max-connections", "-1")
+		exhaust(t, strings.TrimPrefix(n.url, "http://"), 900, time.Second)
+		serves(t, n, 15*time.Second)
+		if v := metric(t, n, `rookery_http_accept_errors_total{reason="emfile"}`); v < 1 {
+			t.Fatalf("no EMFILE counted (%v): the test did not exhaust the descriptors", v)
+		}
+		if !strings.Contains(n.logs.String(), "accept failed; retrying") {
+			t.Fatalf("no log of the failed accepts:\n%s", n.logs)
+		}
+	})
+}

@@ -42,7 +42,7 @@ const writePiece = 16 << 10
 
 // requestLimits applies the request-body size limit and the minimum data
 // rate of request bodies and responses to every HTTP request except
-// websocket upgrades (which manage their own deadlines once hijacked).
+// websocket handshakes (which manage their own deadlines once hijacked).
 //
 // The rate is Kestrel's model: once a body starts arriving, after the grace
 // period it must have averaged at least rate bytes/s since its start
@@ -76,14 +76,16 @@ func newRequestLimits(cfg Config, reg prometheus.Registerer) *requestLimits {
 func (l *requestLimits) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		if isUpgrade(r) {
-			return next(c)
-		}
 		raw := c.Response().Writer
 		ctl := http.NewResponseController(raw)
 		if l.maxBody > 0 && r.ContentLength > l.maxBody {
 			l.large.Inc()
 			return l.tooLarge(r.ContentLength)
+		}
+		if isWebsocket(r) {
+			// Hijacked: the websocket library sets its own deadlines, and
+			// no body is read.
+			return next(c)
 		}
 		var body *limitedBody
 		if r.Body != nil && r.Body != http.NoBody {
@@ -125,8 +127,11 @@ func (l *requestLimits) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func isUpgrade(r *http.Request) bool {
-	return r.Header.Get("Upgrade") != "" && strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade")
+// isWebsocket is a websocket handshake: a GET with no body (a request
+// that only claims to upgrade does not escape the body limits).
+func isWebsocket(r *http.Request) bool {
+	return r.Method == http.MethodGet && (r.Body == nil || r.Body == http.NoBody) &&
+		strings.EqualFold(r.Header.Get("Upgrade"), "websocket") && strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade")
 }
 
 // forBytes is how long n bytes take at the minimum rate.

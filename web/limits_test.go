@@ -20,7 +20,7 @@ import (
 func (s *Server) limitsSlow() *prometheus.CounterVec { return s.limits.slow }
 
 // startNodeWith starts a node with the given limits on a loopback port.
-func startNodeWith(t *testing.T, cfg Config) (*Server, string) {
+func startNodeWith(t testing.TB, cfg Config) (*Server, string) {
 	t.Helper()
 	cfg.DataDir, cfg.NodeTag = t.TempDir(), "A"
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -299,5 +299,48 @@ func TestMinDataRateCutsStalledReader(t *testing.T) {
 			t.Fatal("a reader that never reads was not cut off")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// BenchmarkBulkDocsLimits is a SaveChanges of 1,000 documents (~1 MB) over
+// HTTP with the request limits on (defaults) and off: the body deadline
+// and connection cap must cost nothing measurable.
+func BenchmarkBulkDocsLimits(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		cfg  Config
+	}{{"limits=on", Config{}}, {"limits=off", Config{MaxConnections: -1, MaxRequestBody: -1, MaxDocumentSize: -1, MinDataRate: -1}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			_, base := startNodeWith(b, bc.cfg)
+			req, _ := http.NewRequest("PUT", base+"/admin/databases?name=bench", strings.NewReader(`{"DatabaseName":"bench"}`))
+			if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 201 {
+				b.Fatalf("create: %v", err)
+			}
+			var sb strings.Builder
+			filler := strings.Repeat("z", 900)
+			b.SetBytes(0)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				sb.Reset()
+				sb.WriteString(`{"Commands":[`)
+				for j := 0; j < 1000; j++ {
+					if j > 0 {
+						sb.WriteByte(',')
+					}
+					fmt.Fprintf(&sb, `{"Id":"d/%d-%d","Type":"PUT","Document":{"f":"%s","@metadata":{"@collection":"D"}}}`, i, j, filler)
+				}
+				sb.WriteString(`]}`)
+				resp, err := http.Post(base+"/databases/bench/bulk_docs", "application/json", strings.NewReader(sb.String()))
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusCreated {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+			b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "docs/s")
+		})
 	}
 }

@@ -140,3 +140,36 @@ func TestSecurityF8DescriptorExhaustionRecovers(t *testing.T) {
 		}
 	})
 }
+
+// The limit flags take sizes with units, are mirrored by ROOKERY_*
+// variables, and default to web's defaults.
+func TestLimitFlags(t *testing.T) {
+	o, err := parse(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.maxRequestBody != 128<<20 || o.maxDocumentSize != 32<<20 || o.minDataRate != 240 || o.minDataRateGrace != 5*time.Second || o.maxLivePages != 512 || o.maxConnections != 0 {
+		t.Fatalf("defaults %+v", o)
+	}
+	t.Setenv("ROOKERY_MAX_REQUEST_BODY", "64MiB")
+	o, err = parse([]string{"--max-document-size", "1.5MiB"}, io.Discard)
+	if err == nil {
+		t.Fatal("a fractional size was accepted")
+	}
+	o, err = parse([]string{"--max-document-size", "512KiB", "--max-connections", "-1"}, io.Discard)
+	if err != nil || o.maxRequestBody != 64<<20 || o.maxDocumentSize != 512<<10 || o.maxConnections != -1 {
+		t.Fatalf("%+v %v", o, err)
+	}
+	for in, want := range map[string]int64{"1048576": 1 << 20, "16M": 16 << 20, "2GB": 2e9, "-1": -1, "0": 0} {
+		var b byteSize
+		if err := b.Set(in); err != nil || int64(b) != want {
+			t.Fatalf("%q: %d %v", in, b, err)
+		}
+	}
+	for _, bad := range []string{"", "MiB", "-2", "12XB", "99999999999GiB"} {
+		var b byteSize
+		if err := b.Set(bad); err == nil {
+			t.Fatalf("%q accepted", bad)
+		}
+	}
+}

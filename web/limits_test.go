@@ -67,6 +67,24 @@ func bulkReader(id string, size int64) io.Reader {
 	return io.MultiReader(strings.NewReader(`{"Commands":[{"Id":"`+id+`","Type":"PUT","Document":`), docReader(size), strings.NewReader(`}]}`))
 }
 
+// manyReader streams a batch of n documents of about size bytes each.
+func manyReader(prefix string, n int, size int64) io.Reader {
+	parts := []io.Reader{strings.NewReader(`{"Commands":[`)}
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			parts = append(parts, strings.NewReader(","))
+		}
+		parts = append(parts, strings.NewReader(fmt.Sprintf(`{"Id":"%s-%d","Type":"PUT","Document":`, prefix, i)), docReader(size), strings.NewReader("}"))
+	}
+	return io.MultiReader(append(parts, strings.NewReader("]}"))...)
+}
+
+// scaledLimits are the default limits, divided by scale under the race
+// detector.
+func scaledLimits() Config {
+	return Config{MaxRequestBody: DefaultMaxRequestBody / scale, MaxDocumentSize: DefaultMaxDocumentSize / scale}
+}
+
 type ravenEnvelope struct{ Url, Type, Message, Error string }
 
 func send(t *testing.T, method, url string, body io.Reader, size int64) (int, ravenEnvelope) {
@@ -104,9 +122,9 @@ func docStatus(t *testing.T, base, db, id string) int {
 // even in a body under the limit, each with a 413 in RavenDB's envelope
 // that names the limit and its flag, and nothing is stored.
 func TestSecurityF9DocumentOverLimitRefused(t *testing.T) {
-	srv, base := startNodeWith(t, Config{})
+	srv, base := startNodeWith(t, scaledLimits())
 	createDB(t, base, "big")
-	const big = 200 << 20
+	const big = 200 << 20 / scale
 	cases := []struct {
 		name, method, path string
 		body               io.Reader
@@ -114,10 +132,10 @@ func TestSecurityF9DocumentOverLimitRefused(t *testing.T) {
 		flag               string
 	}{
 		{"put 200 MB with length", "PUT", "/databases/big/docs?id=big/1", docReader(big), big, "--max-request-body"},
-		{"put 200 MB chunked", "PUT", "/databases/big/docs?id=big/2", docReader(big), -1, "--max-request-body"},
-		{"bulk 200 MB chunked", "POST", "/databases/big/bulk_docs", bulkReader("big/3", big), -1, "--max-request-body"},
-		{"put 40 MB document", "PUT", "/databases/big/docs?id=big/4", docReader(40 << 20), 40 << 20, "--max-document-size"},
-		{"bulk 40 MB document", "POST", "/databases/big/bulk_docs", bulkReader("big/5", 40<<20), -1, "--max-document-size"},
+		{"put 200 MB chunked", "PUT", "/databases/big/docs?id=big/2", docReader(big), -1, "--max-document-size"},
+		{"bulk 200 MB of 20 MB documents chunked", "POST", "/databases/big/bulk_docs", manyReader("big/3", 10, 20<<20/scale), -1, "--max-request-body"},
+		{"put 40 MB document", "PUT", "/databases/big/docs?id=big/4", docReader(40 << 20 / scale), 40 << 20 / scale, "--max-document-size"},
+		{"bulk 40 MB document", "POST", "/databases/big/bulk_docs", bulkReader("big/5", 40<<20/scale), -1, "--max-document-size"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -139,8 +157,8 @@ func TestSecurityF9DocumentOverLimitRefused(t *testing.T) {
 	if n := db.Stats().Documents; n != 0 {
 		t.Fatalf("%d documents stored", n)
 	}
-	if got := testutil.ToFloat64(srv.limits.large); got != 3 {
-		t.Fatalf("rookery_http_request_too_large_total = %v, want 3", got)
+	if got := testutil.ToFloat64(srv.limits.large); got != 2 {
+		t.Fatalf("rookery_http_request_too_large_total = %v, want 2", got)
 	}
 	// The server still takes ordinary writes on the same port.
 	if status, env := send(t, "PUT", base+"/databases/big/docs?id=small", strings.NewReader(`{"a":1}`), 7); status != http.StatusCreated {
@@ -151,9 +169,9 @@ func TestSecurityF9DocumentOverLimitRefused(t *testing.T) {
 // A body just under both limits, sent at full speed, is stored: a
 // 30 MiB document and a 100 MiB batch.
 func TestLargeBodyUnderLimitPasses(t *testing.T) {
-	_, base := startNodeWith(t, Config{})
+	_, base := startNodeWith(t, scaledLimits())
 	createDB(t, base, "big")
-	if status, env := send(t, "PUT", base+"/databases/big/docs?id=doc30", docReader(30<<20), 30<<20); status != http.StatusCreated {
+	if status, env := send(t, "PUT", base+"/databases/big/docs?id=doc30", docReader(30<<20/scale), 30<<20/scale); status != http.StatusCreated {
 		t.Fatalf("30 MiB document: %d %+v", status, env)
 	}
 	// 100 MiB of 1 KiB documents in one SaveChanges.
@@ -162,7 +180,7 @@ func TestLargeBodyUnderLimitPasses(t *testing.T) {
 		w := bufio.NewWriterSize(pw, 1<<16)
 		w.WriteString(`{"Commands":[`)
 		filler := strings.Repeat("z", 1000)
-		for i := 0; i < 100_000; i++ {
+		for i := 0; i < 100_000/scale; i++ {
 			if i > 0 {
 				w.WriteByte(',')
 			}
@@ -175,7 +193,7 @@ func TestLargeBodyUnderLimitPasses(t *testing.T) {
 	if status, env := send(t, "POST", base+"/databases/big/bulk_docs", pr, -1); status != http.StatusCreated {
 		t.Fatalf("100 MiB batch: %d %+v", status, env)
 	}
-	if s := docStatus(t, base, "big", "many/99999"); s != http.StatusOK {
+	if s := docStatus(t, base, "big", fmt.Sprintf("many/%d", 100_000/scale-1)); s != http.StatusOK {
 		t.Fatalf("last document of the batch: %d", s)
 	}
 }
@@ -288,7 +306,7 @@ func TestMinDataRateKeepsSteadyUploads(t *testing.T) {
 func TestMinDataRateCutsStalledReader(t *testing.T) {
 	srv, base := startNodeWith(t, Config{MinDataRate: 64 << 10, MinDataRateGrace: time.Second})
 	createDB(t, base, "read")
-	if status, env := send(t, "PUT", base+"/databases/read/docs?id=big", docReader(30<<20), 30<<20); status != http.StatusCreated {
+	if status, env := send(t, "PUT", base+"/databases/read/docs?id=big", docReader(30<<20/scale), 30<<20/scale); status != http.StatusCreated {
 		t.Fatalf("put: %d %+v", status, env)
 	}
 	c := rawRequest(t, base, "GET /databases/read/docs?id=big HTTP/1.1\r\nHost: x\r\n\r\n")

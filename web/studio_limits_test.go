@@ -74,7 +74,7 @@ func getPage(t *testing.T, url string) (int, []byte) {
 func TestSecurityF10StudioPagesReadBoundedPrefix(t *testing.T) {
 	srv, base := startNodeWith(t, Config{})
 	createDB(t, base, "huge")
-	putHuge(t, srv, "huge", "big/1", 100<<20)
+	putHuge(t, srv, "huge", "big/1", 100<<20/scale)
 	post(t, base+"/databases/huge/bulk_docs", `{"Commands":[{"Id":"small/1","Type":"PUT","Document":{"Name":"small","@metadata":{"@collection":"Big"}}}]}`)
 	runtime.GC()
 
@@ -115,7 +115,7 @@ func TestSecurityF10StudioPagesReadBoundedPrefix(t *testing.T) {
 	}
 	n, _ := io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || n < 100<<20 {
+	if resp.StatusCode != http.StatusOK || n < 100<<20/scale {
 		t.Fatalf("download: %d, %d bytes", resp.StatusCode, n)
 	}
 }
@@ -127,8 +127,8 @@ func TestSecurityF10StudioPagesReadBoundedPrefix(t *testing.T) {
 func TestSecurityF10LivePagesWithHugeDocumentsStayBounded(t *testing.T) {
 	srv, base := startNodeWith(t, Config{})
 	createDB(t, base, "huge")
-	putHuge(t, srv, "huge", "big/1", 100<<20)
-	putHuge(t, srv, "huge", "big/2", 100<<20)
+	putHuge(t, srv, "huge", "big/1", 100<<20/scale)
+	putHuge(t, srv, "huge", "big/2", 100<<20/scale)
 	runtime.GC()
 
 	const pages = 40

@@ -3,6 +3,7 @@ package batch_test
 import (
 	"context"
 	"errors"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -173,4 +174,41 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// countingReader counts what was read from it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+type endless byte
+
+func (e endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(e)
+	}
+	return len(p), nil
+}
+
+// A document over the limit stops the read about where it crosses it, even
+// when it is one endless string: the batch is not buffered up to the
+// request-body limit first.
+func TestParseMaxStopsEarly(t *testing.T) {
+	const limit = 1 << 20
+	body := &countingReader{r: io.MultiReader(strings.NewReader(`{"Commands":[{"Id":"a","Type":"PUT","Document":{"x":1},"ChangeVector":null},{"Id":"b","Type":"PUT","Document":{"x":"`), endless('a'))}
+	_, err := batch.ParseMax(body, limit)
+	var se *document.SizeError
+	if !dberr.Is(err, dberr.TooLarge) || !errors.As(err, &se) || se.Max != limit || !strings.Contains(err.Error(), `command 1 ("b")`) {
+		t.Fatalf("err %v", err)
+	}
+	if body.n > 2*limit+64<<10 {
+		t.Fatalf("read %d bytes for a %d-byte limit", body.n, limit)
+	}
 }

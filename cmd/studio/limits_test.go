@@ -10,13 +10,16 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // startLimited runs the binary with RLIMIT_NOFILE lowered to nofile (soft
 // and hard, so Go cannot raise it) through prlimit(1).
-func startLimited(t *testing.T, nofile int, extra ...string) *node {
+// The returned stop kills it (once) and waits, after which n.logs may be
+// read.
+func startLimited(t *testing.T, nofile int, extra ...string) (n *node, stop func()) {
 	t.Helper()
 	prlimit, err := exec.LookPath("prlimit")
 	if err != nil {
@@ -24,7 +27,7 @@ func startLimited(t *testing.T, nofile int, extra ...string) *node {
 	}
 	addr := freeAddr(t)
 	dataDir := t.TempDir()
-	n := &node{url: "http://" + addr, logs: &bytes.Buffer{}, done: make(chan error, 1)}
+	n = &node{url: "http://" + addr, logs: &bytes.Buffer{}, done: make(chan error, 1)}
 	args := []string{"--nofile=" + strconv.Itoa(nofile) + ":" + strconv.Itoa(nofile), "--", binary, "serve", "--http", addr, "--data-dir", dataDir,
 		"--node-tag", "A", "--raft-addr", raftAddrFor(t, dataDir)}
 	n.cmd = exec.Command(prlimit, append(args, extra...)...)
@@ -33,19 +36,22 @@ func startLimited(t *testing.T, nofile int, extra ...string) *node {
 		t.Fatal(err)
 	}
 	go func() { n.done <- n.cmd.Wait() }()
-	t.Cleanup(func() { n.kill9(t) })
+	var once sync.Once
+	stop = func() { once.Do(func() { n.kill9(t) }) }
+	t.Cleanup(stop)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		if resp, err := http.Get(n.url + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return n
+				return n, stop
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	stop()
 	t.Fatalf("node did not become ready; logs:\n%s", n.logs)
-	return nil
+	return nil, nil
 }
 
 // exhaust opens count idle connections (they send nothing), holds them for
@@ -83,7 +89,7 @@ func serves(t *testing.T, n *node, within time.Duration) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the node does not serve %v after the idle connections closed: %v; logs:\n%s", within, err, n.logs)
+			t.Fatalf("the node does not serve %v after the idle connections closed: %v", within, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -116,7 +122,7 @@ func TestSecurityF8DescriptorExhaustionRecovers(t *testing.T) {
 		// The default cap (3/4 of 512, minus 256 = 128 connections) keeps
 		// the extra connections in the kernel's backlog: the process never
 		// runs out of descriptors.
-		n := startLimited(t, 512)
+		n, _ := startLimited(t, 512)
 		exhaust(t, strings.TrimPrefix(n.url, "http://"), 900, time.Second)
 		serves(t, n, 15*time.Second)
 		if v := metric(t, n, `rookery_http_accept_errors_total{reason="emfile"}`); v != 0 {
@@ -129,12 +135,13 @@ func TestSecurityF8DescriptorExhaustionRecovers(t *testing.T) {
 	t.Run("no cap", func(t *testing.T) {
 		// Without a cap the descriptors do run out: accept fails with
 		// EMFILE, and the listener keeps trying until they are back.
-		n := startLimited(t, 512, "--max-connections", "-1")
+		n, stop := startLimited(t, 512, "--max-connections", "-1")
 		exhaust(t, strings.TrimPrefix(n.url, "http://"), 900, time.Second)
 		serves(t, n, 15*time.Second)
 		if v := metric(t, n, `rookery_http_accept_errors_total{reason="emfile"}`); v < 1 {
 			t.Fatalf("no EMFILE counted (%v): the test did not exhaust the descriptors", v)
 		}
+		stop() // the logs are complete once the process is gone
 		if !strings.Contains(n.logs.String(), "accept failed; retrying") {
 			t.Fatalf("no log of the failed accepts:\n%s", n.logs)
 		}

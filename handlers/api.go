@@ -59,6 +59,9 @@ type API struct {
 	// one that replication fills, and says what it did; nil leaves
 	// POST /admin/databases/reseed unavailable.
 	Reseed func(ctx context.Context, name string) (string, error)
+	// MaxDocumentSize is the largest document (its JSON, in bytes) a client
+	// may store; no limit when zero.
+	MaxDocumentSize int64
 }
 
 // plainNodes is the NodeClient of a node built without one (tests that

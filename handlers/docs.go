@@ -415,16 +415,22 @@ func (a *API) putDoc(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	raw, err := io.ReadAll(io.LimitReader(c.Request().Body, maxBody+1))
+	// The body is bounded by the server's request-body limit (web); as it
+	// is the document, reading stops one byte past the document limit.
+	var body io.Reader = c.Request().Body
+	if max := a.MaxDocumentSize; max > 0 {
+		if c.Request().ContentLength > max {
+			return tooLargeDocument(&document.SizeError{Size: c.Request().ContentLength, Max: max}, c.QueryParam("id"))
+		}
+		body = io.LimitReader(body, max+1)
+	}
+	raw, err := io.ReadAll(body)
 	if err != nil {
 		return err
 	}
-	if len(raw) > maxBody {
-		return tooLarge()
-	}
-	doc, err := document.Parse(raw)
+	doc, err := document.ParseMax(raw, a.MaxDocumentSize)
 	if err != nil {
-		return dberr.New(dberr.BadRequest, "%v", err)
+		return documentError(err, c.QueryParam("id"))
 	}
 	cv, err := expectedCV(c)
 	if err != nil {
@@ -455,11 +461,37 @@ func (a *API) deleteDoc(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-// maxBody bounds a batch or document body.
-const maxBody = 512 << 20
+// documentError explains a document that cannot be stored: over the size
+// limit (413, naming the limit and its flag) or not valid (400).
+func documentError(err error, id string) error {
+	var se *document.SizeError
+	if errors.As(err, &se) {
+		return tooLargeDocument(se, id)
+	}
+	var de *dberr.Error
+	if errors.As(err, &de) {
+		return err
+	}
+	return dberr.New(dberr.BadRequest, "%v", err)
+}
 
-func tooLarge() error {
-	return dberr.New(dberr.BadRequest, "The request body is larger than %d MiB", maxBody>>20)
+func tooLargeDocument(se *document.SizeError, id string) error {
+	what := "The document"
+	if id != "" {
+		what = fmt.Sprintf("The document %q", id)
+	}
+	return &dberr.Error{Kind: dberr.TooLarge, Err: se, Msg: fmt.Sprintf("%s is larger than %s, the largest document this server accepts (--max-document-size). Nothing was stored.", what, formatBytes(se.Max))}
+}
+
+// formatBytes writes a size the way the flags take it (32MiB).
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // bulkDocs serves POST /bulk_docs: the session's SaveChanges, one
@@ -469,12 +501,12 @@ func (a *API) bulkDocs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body := http.MaxBytesReader(c.Response(), c.Request().Body, maxBody)
-	cmds, err := batch.Parse(body)
+	// The body is bounded by the server's request-body limit (web).
+	cmds, err := batch.ParseMax(c.Request().Body, a.MaxDocumentSize)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if ok := asMaxBytes(err, &mbe); ok {
-			return tooLarge()
+		var se *document.SizeError
+		if errors.As(err, &se) {
+			return &dberr.Error{Kind: dberr.TooLarge, Err: se, Msg: err.Error() + fmt.Sprintf(", the largest document this server accepts (--max-document-size is %s). Nothing was stored.", formatBytes(se.Max))}
 		}
 		return err
 	}
@@ -493,8 +525,6 @@ func (a *API) bulkDocs(c echo.Context) error {
 	buf = append(buf, "]}"...)
 	return c.Blob(http.StatusCreated, echo.MIMEApplicationJSONCharsetUTF8, buf)
 }
-
-func asMaxBytes(err error, target **http.MaxBytesError) bool { return errors.As(err, target) }
 
 func appendResult(buf []byte, r batch.Result) []byte {
 	switch r.Type {

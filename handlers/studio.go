@@ -49,6 +49,9 @@ type Studio struct {
 	Nodes NodeClient
 	// Reseed replaces a damaged copy (see API.Reseed); nil hides the action.
 	Reseed func(ctx context.Context, name string) (string, error)
+	// MaxDocumentSize is the largest document the editor may save; no
+	// limit when zero.
+	MaxDocumentSize int64
 
 	live  map[string]LiveFunc
 	ticks map[string]bool
@@ -180,6 +183,8 @@ func (s *Studio) studioError(c echo.Context, db string, err error) error {
 		status, title = http.StatusConflict, "Changed by someone else"
 	case dberr.Unavailable:
 		status, title = http.StatusServiceUnavailable, "Not available"
+	case dberr.TooLarge:
+		status, title = http.StatusRequestEntityTooLarge, "Too large"
 	}
 	if errors.Is(err, context.Canceled) {
 		return err

@@ -638,7 +638,7 @@ func (s *Studio) conflictResolve(c echo.Context) error {
 	if p.Gone || p.Fingerprint != fp {
 		return s.refuseChanged(c, db, id, text)
 	}
-	parsed, err := parseDocText(text)
+	parsed, err := s.parseDocText(text, id)
 	if err == nil && !strings.EqualFold(parsed.Collection, vs[0].Collection) {
 		err = dberr.New(dberr.BadRequest, "Not resolved: the document must stay in collection %s (its @metadata.@collection says %s).", vs[0].Collection, parsed.Collection)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -34,6 +35,17 @@ const (
 	cellRunes    = 60 // a grid value is cut to this many characters
 	titleRunes   = 400
 	scanMembers  = 32 // top-level members read per document to pick columns
+	// gridBodyBytes is how much of each body the grid reads: SQLite cuts
+	// it (substr), so a page of 50 rows holds at most 400 KiB of bodies
+	// however large the documents are. It covers the cells' text and
+	// tooltips many times over; a document whose first members are larger
+	// shows the start of the value that crosses it.
+	gridBodyBytes = 8 << 10
+	// docPageFullBytes is the largest document the document page shows
+	// whole (indented, with the editor); a larger one shows its first
+	// docPreviewBytes as stored and a link to the whole document.
+	docPageFullBytes = 1 << 20
+	docPreviewBytes  = 64 << 10
 	// docsScanBudget bounds the ids a prefix page filtered by collection
 	// reads (see pageByIDIn).
 	docsScanBudget = views.DocsScanBudget
@@ -182,7 +194,7 @@ func docsGrid(ctx context.Context, db *storage.DB, dq docsQuery, canonical strin
 	if dq.prefix != "" {
 		docs, cursor, more, g.Partial, err = pageByIDIn(ctx, db, dq.prefix, canonical, dq.after, docsPageSize)
 	} else {
-		docs, err = db.PageByEtag(ctx, canonical, dq.before, docsPageSize+1)
+		docs, err = db.PageByEtag(ctx, canonical, dq.before, docsPageSize+1, gridBodyBytes)
 		if more = len(docs) > docsPageSize; more {
 			docs = docs[:docsPageSize]
 		}
@@ -224,7 +236,7 @@ func docsGrid(ctx context.Context, db *storage.DB, dq docsQuery, canonical strin
 // budget ran out before the page filled.
 func pageByIDIn(ctx context.Context, db *storage.DB, prefix, collection, after string, limit int) (docs []*storage.Document, cursor string, more, partial bool, err error) {
 	if collection == "" {
-		docs, err = db.PageByID(ctx, prefix, "", after, limit+1)
+		docs, err = db.PageByID(ctx, prefix, "", after, limit+1, gridBodyBytes)
 		if err != nil || len(docs) <= limit {
 			return docs, "", false, false, err
 		}
@@ -233,7 +245,7 @@ func pageByIDIn(ctx context.Context, db *storage.DB, prefix, collection, after s
 	}
 	const chunk = 100
 	for scanned := 0; scanned < docsScanBudget; {
-		batch, err := db.PageByID(ctx, prefix, "", after, chunk)
+		batch, err := db.PageByID(ctx, prefix, "", after, chunk, gridBodyBytes)
 		if err != nil {
 			return nil, "", false, false, err
 		}
@@ -259,6 +271,9 @@ type docMember struct {
 	name string
 	raw  jsontext.Value // the quoted name as stored
 	val  jsontext.Value
+	// cut: val is only the start of the value (the body was read up to a
+	// bound), not valid JSON.
+	cut bool
 }
 
 // docSplitBody reads the top-level members of a stored body, up to limit
@@ -282,8 +297,15 @@ func docSplitBody(body []byte, limit int) (members []docMember, meta jsontext.Va
 		if err := json.Unmarshal(rawName, &name); err != nil {
 			return members, meta, err
 		}
+		at := dec.InputOffset()
 		val, err := dec.ReadValue()
 		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) && at < int64(len(body)) {
+				// A body read up to a bound ends inside this value: keep
+				// its start.
+				rest := bytes.TrimLeft(body[at:], " \t\r\n:")
+				members = append(members, docMember{name: name, raw: rawName, val: jsontext.Value(rest), cut: true})
+			}
 			return members, meta, err
 		}
 		if name == "@metadata" {
@@ -299,17 +321,17 @@ func docSplitBody(body []byte, limit int) (members []docMember, meta jsontext.Va
 // page, in order of appearance) and renders each row's values.
 func docsGridRows(docs []*storage.Document) ([]string, []views.DocRow) {
 	type parsed struct {
-		byName map[string]jsontext.Value
+		byName map[string]docMember
 	}
 	var cols []string
 	seen := map[string]bool{}
 	ps := make([]parsed, len(docs))
 	for i, d := range docs {
 		ms, _, _ := docSplitBody(d.Body, scanMembers)
-		ps[i].byName = make(map[string]jsontext.Value, len(ms))
+		ps[i].byName = make(map[string]docMember, len(ms))
 		for _, m := range ms {
 			if _, dup := ps[i].byName[m.name]; !dup {
-				ps[i].byName[m.name] = m.val
+				ps[i].byName[m.name] = m
 			}
 			if len(cols) < gridColumns && !seen[m.name] {
 				seen[m.name] = true
@@ -326,7 +348,11 @@ func docsGridRows(docs []*storage.Document) ([]string, []views.DocRow) {
 				r.Cells = append(r.Cells, views.DocCell{Kind: "missing"})
 				continue
 			}
-			r.Cells = append(r.Cells, docCell(v))
+			if v.cut {
+				r.Cells = append(r.Cells, docCutCell(v.val))
+				continue
+			}
+			r.Cells = append(r.Cells, docCell(v.val))
 		}
 		rows[i] = r
 	}
@@ -366,6 +392,21 @@ func docCell(v jsontext.Value) views.DocCell {
 	return views.DocCell{Text: short, Title: title, Kind: kind}
 }
 
+// docCutCell shows the start of a value the bounded read cut: the text as
+// far as it goes (a string's without its opening quote), always marked
+// with an ellipsis.
+func docCutCell(v []byte) views.DocCell {
+	kind := "object"
+	switch {
+	case len(v) > 0 && v[0] == '"':
+		kind, v = "string", v[1:]
+	case len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')):
+		kind = "number"
+	}
+	text := strings.ToValidUTF8(string(v[:min(len(v), titleRunes*4)]), "")
+	return views.DocCell{Text: docShorten(text+"…", cellRunes), Title: docShorten(text+"…", titleRunes), Kind: kind}
+}
+
 // docShorten cuts s to n characters with an ellipsis.
 func docShorten(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {
@@ -391,9 +432,16 @@ func docPretty(raw []byte) string {
 }
 
 // docMeta prepares a stored document for the document page: the body
-// without @metadata, and the metadata besides the collection.
+// without @metadata, and the metadata besides the collection. A document
+// read only in part (larger than docPageFullBytes) gets a preview: the
+// first docPreviewBytes of its body as stored, never indented or parsed.
 func docMeta(d *storage.Document) *views.DocMeta {
 	m := &views.DocMeta{ID: d.ID, Collection: d.Collection, ChangeVector: d.ChangeVector, Etag: d.Etag, LastModified: d.LastModified}
+	if d.Truncated() || len(d.Body) > docPageFullBytes {
+		m.Preview, m.Size, m.PreviewBytes = true, max(d.Size, int64(len(d.Body))), docPreviewBytes
+		m.JSON = strings.ToValidUTF8(string(d.Body[:min(len(d.Body), docPreviewBytes)]), "") + "…"
+		return m
+	}
 	members, meta, err := docSplitBody(d.Body, 0)
 	if err != nil {
 		m.JSON = docPretty(d.Body)
@@ -465,14 +513,17 @@ func (s *Studio) docPage(c echo.Context) error {
 	if id == "" {
 		return s.studioError(c, db.Name(), dberr.New(dberr.BadRequest, "Which document? The address has no id."))
 	}
-	d, err := db.Get(c.Request().Context(), id)
+	d, err := db.GetPrefix(c.Request().Context(), id, docPageFullBytes+1)
 	if err != nil {
 		return s.studioError(c, db.Name(), err)
 	}
 	if d == nil {
 		return s.studioError(c, db.Name(), missingDoc(db.Name(), id))
 	}
-	p := views.DocPage{DB: db.Name(), ID: d.ID, Stored: docMeta(d), Editor: docEditorText(d), ChangeVector: d.ChangeVector}
+	p := views.DocPage{DB: db.Name(), ID: d.ID, Stored: docMeta(d), ChangeVector: d.ChangeVector}
+	if !p.Stored.Preview {
+		p.Editor = docEditorText(d)
+	}
 	return render(c, http.StatusOK, s.chrome(c, d.ID+" · Documents", db.Name(), views.NavDocuments, ""), views.DocumentPage(p))
 }
 
@@ -487,11 +538,15 @@ func (s *Studio) readDocForm(c echo.Context, db string) error {
 }
 
 // parseDocText parses the editor's text into a document.
-func parseDocText(text string) (document.Parsed, error) {
+func (s *Studio) parseDocText(text, id string) (document.Parsed, error) {
 	if strings.TrimSpace(text) == "" {
 		return document.Parsed{}, dberr.New(dberr.BadRequest, "The document is empty; write a JSON object, e.g. {}.")
 	}
-	p, err := document.Parse([]byte(text))
+	p, err := document.ParseMax([]byte(text), s.MaxDocumentSize)
+	var se *document.SizeError
+	if errors.As(err, &se) {
+		return p, tooLargeDocument(se, id)
+	}
 	if err != nil {
 		return p, dberr.New(dberr.BadRequest, "This is not a valid document: %v. Nothing was saved.", err)
 	}
@@ -520,7 +575,7 @@ func (s *Studio) saveDoc(c echo.Context) error {
 	}
 	var parsed document.Parsed
 	if err == nil {
-		parsed, err = parseDocText(text)
+		parsed, err = s.parseDocText(text, id)
 	}
 	if err == nil {
 		err = db.Write(ctx, func(tx *storage.Tx) error {
@@ -542,12 +597,12 @@ func (s *Studio) saveDoc(c echo.Context) error {
 	case dberr.Concurrency:
 		status, p.Conflict = http.StatusConflict, true
 		p.Error = "Not saved: this document was changed by someone else since you opened it; reload to see their version."
-	case dberr.BadRequest, dberr.InvalidOperation:
+	case dberr.BadRequest, dberr.InvalidOperation, dberr.TooLarge:
 		p.Error = err.Error()
 	default:
 		return s.studioError(c, db.Name(), err)
 	}
-	d, gerr := db.Get(ctx, id)
+	d, gerr := db.GetPrefix(ctx, id, docPageFullBytes+1)
 	if gerr != nil {
 		return s.studioError(c, db.Name(), gerr)
 	}
@@ -632,7 +687,7 @@ func (s *Studio) createDoc(c echo.Context) error {
 	}
 	id, text := strings.TrimSpace(c.FormValue("id")), c.FormValue("json")
 	p := views.NewDocPage{DB: db.Name(), ID: id, JSON: text, Separator: db.Separator()}
-	parsed, err := parseDocText(text)
+	parsed, err := s.parseDocText(text, id)
 	var res []batch.Result
 	if err == nil {
 		mustBeNew := ""
@@ -646,7 +701,7 @@ func (s *Studio) createDoc(c echo.Context) error {
 	case dberr.Concurrency:
 		status = http.StatusConflict
 		p.Error = "A document with the id " + id + " already exists; nothing was created. Choose another id, or open that document to edit it."
-	case dberr.BadRequest, dberr.InvalidOperation:
+	case dberr.BadRequest, dberr.InvalidOperation, dberr.TooLarge:
 		p.Error = err.Error()
 	default:
 		if errors.Is(err, context.Canceled) {

@@ -67,6 +67,8 @@ func ravenError(err error) (status int, typ, msg string) {
 		return http.StatusBadRequest, "System.InvalidOperationException", de.Error()
 	case dberr.DocumentConflict:
 		return http.StatusConflict, "Raven.Client.Exceptions.Documents.DocumentConflictException", de.Error()
+	case dberr.TooLarge:
+		return http.StatusRequestEntityTooLarge, "Raven.Client.Exceptions.BadRequestException", de.Error()
 	case dberr.Unavailable:
 		return http.StatusServiceUnavailable, "Raven.Client.Exceptions.Database.DatabaseDisabledException", de.Error()
 	case dberr.UnknownDatabase:
@@ -97,6 +99,12 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	}
 	if status >= 500 && status != http.StatusServiceUnavailable {
 		s.log.Error("request failed", "method", c.Request().Method, "url", c.Request().URL.String(), "error", err)
+	}
+	if c.Request().ContentLength != 0 {
+		// A refused request may not have read its body: do not let net/http
+		// read the rest before answering (a trickled body would hold the
+		// answer and the connection); close the connection after it.
+		c.Response().Header().Set(echo.HeaderConnection, "close")
 	}
 	env := envelope{Url: c.Request().URL.RequestURI(), Type: typ, Message: msg, Error: msg}
 	if de != nil {

@@ -4,10 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
+	"math"
+	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -33,16 +39,56 @@ type Hub struct {
 	render       Renderer
 	minInterval  time.Duration
 	writeTimeout time.Duration
+	// maxClients caps the live pages (0: no cap); a page over it gets 503
+	// and stays a static page until its script reconnects.
+	maxClients int
+	// maxMessage bounds one message (all of a page's fragments, encoded);
+	// a fragment that does not fit is left out, and the page keeps what it
+	// shows there until the next render that fits or a reload.
+	maxMessage int
+	// renders bounds how many pages render at once, so a wake-up of every
+	// page holds at most cap(renders) renders in memory.
+	renders chan struct{}
 
 	mu      sync.Mutex
 	clients map[*liveClient]struct{}
+	slots   int            // clients plus upgrades in progress
+	keys    map[string]int // live pages by key (page and query)
+	// gen counts wake-ups (Notify, Tick); a render that started at gen g
+	// shows everything notified up to g.
+	gen atomic.Uint64
+	// shared is the latest render of each key: pages showing the same
+	// thing share one render and one message instead of a copy each.
+	shared map[string]*liveRender
 
 	connected prometheus.Gauge
 	sent      prometheus.Counter
 	dropped   prometheus.Counter
+	refused   prometheus.Counter
+	oversized prometheus.Counter
+}
+
+// DefaultMaxLivePages is the default cap on live studio pages: far more
+// than people keep open, while the worst case (every page stalled with a
+// full message in flight) stays near defaultMaxLiveMessage × 512 = 512 MiB.
+const DefaultMaxLivePages = 512
+
+// defaultMaxLiveMessage bounds one live message: the largest regions (a
+// 50-row grid of 60-character cells, the databases table) render to tens
+// of kilobytes.
+const defaultMaxLiveMessage = 1 << 20
+
+// liveRender is one render of a key, shared by every page of that key
+// woken no later than gen.
+type liveRender struct {
+	gen  uint64
+	done chan struct{}
+	msg  []byte
+	err  error
 }
 
 type liveClient struct {
+	key   string
 	page  string
 	db    string // lower-cased; "" for server-wide pages
 	q     url.Values
@@ -54,7 +100,9 @@ type liveClient struct {
 func NewHub(log *slog.Logger, r Renderer, reg prometheus.Registerer) *Hub {
 	h := &Hub{
 		log: log, render: r, minInterval: 250 * time.Millisecond, writeTimeout: 5 * time.Second,
-		clients: map[*liveClient]struct{}{},
+		maxClients: DefaultMaxLivePages, maxMessage: defaultMaxLiveMessage,
+		renders: make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
+		clients: map[*liveClient]struct{}{}, keys: map[string]int{}, shared: map[string]*liveRender{},
 		connected: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rookery_studio_live_connections", Help: "Open studio live-update websockets.",
 		}),
@@ -64,8 +112,14 @@ func NewHub(log *slog.Logger, r Renderer, reg prometheus.Registerer) *Hub {
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rookery_studio_live_dropped_total", Help: "Studio pages dropped because they did not keep up or failed.",
 		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rookery_studio_live_refused_total", Help: "Studio pages refused a live connection because --max-live-pages were open.",
+		}),
+		oversized: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rookery_studio_live_oversized_total", Help: "Live fragments left out of a message because they did not fit its size bound.",
+		}),
 	}
-	reg.MustRegister(h.connected, h.sent, h.dropped)
+	reg.MustRegister(h.connected, h.sent, h.dropped, h.refused, h.oversized)
 	return h
 }
 
@@ -80,6 +134,7 @@ func (c *liveClient) wake() {
 // as needing a refresh. db "" wakes every page.
 func (h *Hub) Notify(db string) {
 	db = strings.ToLower(db)
+	h.gen.Add(1)
 	h.mu.Lock()
 	for c := range h.clients {
 		if db == "" || c.db == "" || c.db == db {
@@ -93,6 +148,7 @@ func (h *Hub) Notify(db string) {
 // database db, and the server-wide pages that want ticks.
 func (h *Hub) Tick(db string) {
 	db = strings.ToLower(db)
+	h.gen.Add(1)
 	h.mu.Lock()
 	for c := range h.clients {
 		if c.ticks && (c.db == "" || c.db == db) {
@@ -121,20 +177,38 @@ func (h *Hub) Serve(c echo.Context) error {
 	if page == "" {
 		return echo.NewHTTPError(400, "page is required")
 	}
+	h.mu.Lock()
+	if h.maxClients > 0 && h.slots >= h.maxClients {
+		h.mu.Unlock()
+		h.refused.Inc()
+		return echo.NewHTTPError(http.StatusServiceUnavailable, fmt.Sprintf("%d studio pages are already live (--max-live-pages); this one stays static", h.maxClients))
+	}
+	h.slots++
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.slots--
+		h.mu.Unlock()
+	}()
 	// coder/websocket refuses cross-origin upgrades by default.
 	conn, err := websocket.Accept(c.Response(), c.Request(), nil)
 	if err != nil {
 		return nil // Accept has answered
 	}
 	defer conn.CloseNow()
-	cl := &liveClient{page: page, db: strings.ToLower(q.Get("db")), q: q, ticks: h.render.WantsTicks(page), dirty: make(chan struct{}, 1)}
+	cl := &liveClient{key: q.Encode(), page: page, db: strings.ToLower(q.Get("db")), q: q, ticks: h.render.WantsTicks(page), dirty: make(chan struct{}, 1)}
 	h.mu.Lock()
 	h.clients[cl] = struct{}{}
+	h.keys[cl.key]++
 	h.mu.Unlock()
 	h.connected.Inc()
 	defer func() {
 		h.mu.Lock()
 		delete(h.clients, cl)
+		if h.keys[cl.key]--; h.keys[cl.key] == 0 {
+			delete(h.keys, cl.key)
+			delete(h.shared, cl.key)
+		}
 		h.mu.Unlock()
 		h.connected.Dec()
 	}()
@@ -171,7 +245,7 @@ func (h *Hub) Serve(c echo.Context) error {
 		case <-cl.dirty:
 		default:
 		}
-		msg, err := h.message(ctx, cl)
+		msg, err := h.sharedMessage(ctx, cl)
 		if err != nil {
 			h.log.Warn("live render failed", "page", cl.page, "error", err)
 			continue
@@ -189,21 +263,112 @@ func (h *Hub) Serve(c echo.Context) error {
 	}
 }
 
+// errFragmentFull stops rendering a fragment that outgrew the message.
+var errFragmentFull = errors.New("live fragment over the message size bound")
+
+// boundedBuffer is a bytes.Buffer that refuses to grow past max.
+type boundedBuffer struct {
+	bytes.Buffer
+	max int
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.max {
+		return 0, errFragmentFull
+	}
+	return b.Buffer.Write(p)
+}
+
+// sharedMessage is the page's message: the render of its key that started
+// after the page's last wake-up, if one did (another page of the same key
+// is rendering it or has), else a new one.
+func (h *Hub) sharedMessage(ctx context.Context, cl *liveClient) ([]byte, error) {
+	g := h.gen.Load()
+	h.mu.Lock()
+	r := h.shared[cl.key]
+	lead := r == nil || r.gen < g
+	if lead {
+		r = &liveRender{gen: g, done: make(chan struct{})}
+		if h.keys[cl.key] > 0 {
+			h.shared[cl.key] = r
+		}
+	}
+	h.mu.Unlock()
+	if lead {
+		// Not the page's own context: the pages sharing this render must
+		// get it even if the page that started it goes away.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		r.msg, r.err = h.message(rctx, cl)
+		cancel()
+		close(r.done)
+	}
+	select {
+	case <-r.done:
+		return r.msg, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// message renders a page's fragments into one message of at most
+// maxMessage bytes. At most cap(renders) pages render at once.
 func (h *Hub) message(ctx context.Context, cl *liveClient) ([]byte, error) {
+	select {
+	case h.renders <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-h.renders }()
 	frags, err := h.render.LiveFragments(ctx, cl.page, cl.q)
 	if err != nil && len(frags) == 0 {
 		return nil, err
 	}
-	out := struct {
-		Fragments []wireFragment `json:"fragments"`
-	}{}
-	var buf bytes.Buffer
+	limit := h.maxMessage
+	if limit <= 0 {
+		limit = math.MaxInt
+	}
+	out := make([]byte, 0, 4096)
+	out = append(out, `{"fragments":[`...)
+	html := &boundedBuffer{}
+	var enc bytes.Buffer
+	e := json.NewEncoder(&enc)
+	e.SetEscapeHTML(false) // markup stays markup: \u003c would triple it
+	n := 0
 	for _, f := range frags {
-		buf.Reset()
-		if err := f.C.Render(ctx, &buf); err != nil {
+		// What is left for this fragment's markup; JSON escaping only
+		// adds to it, which the check after encoding catches.
+		html.Reset()
+		html.max = limit - len(out) - len(f.ID) - 32
+		if html.max <= 0 {
+			h.oversize(cl, f.ID)
+			continue
+		}
+		if err := f.C.Render(ctx, html); err != nil {
+			if errors.Is(err, errFragmentFull) {
+				h.oversize(cl, f.ID)
+				continue
+			}
 			return nil, err
 		}
-		out.Fragments = append(out.Fragments, wireFragment{ID: f.ID, HTML: buf.String()})
+		enc.Reset()
+		if err := e.Encode(wireFragment{ID: f.ID, HTML: html.String()}); err != nil {
+			return nil, err
+		}
+		item := bytes.TrimRight(enc.Bytes(), "\n")
+		if len(out)+len(item)+3 > limit {
+			h.oversize(cl, f.ID)
+			continue
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, item...)
+		n++
 	}
-	return json.Marshal(out)
+	return append(out, "]}"...), nil
+}
+
+func (h *Hub) oversize(cl *liveClient, id string) {
+	h.oversized.Inc()
+	h.log.Debug("live fragment left out: over the message size bound", "page", cl.page, "fragment", id, "bound", h.maxMessage)
 }

@@ -493,3 +493,31 @@ func (c *certs) nodeDER(t *testing.T) []byte {
 	}
 	return kp.Certificate[0]
 }
+
+// A refused request is answered at once, even when its body never comes:
+// the node does not read the rest of a body it refused (a trickled body
+// would otherwise hold the refusal and the connection).
+func TestSecurityRefusalDoesNotWaitForTheBody(t *testing.T) {
+	n := serveNode(t, Config{})
+	for _, head := range []string{
+		"PUT /databases/shop/docs?id=a HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 1000\r\n\r\n",                     // the guard
+		"POST /internal/cluster/apply HTTP/1.1\r\nHost: " + n.addr + "\r\nContent-Length: 1000\r\n\r\n{",                   // the access rule
+		"PUT /databases/nope/docs?id=a HTTP/1.1\r\nHost: " + n.addr + "\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":", // the handler
+	} {
+		conn, err := net.Dial("tcp", n.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(conn, head)
+		conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		conn.Close()
+		if err != nil {
+			t.Fatalf("%q: no answer while the body is pending: %v", head, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode < 400 {
+			t.Fatalf("%q: %d", head, resp.StatusCode)
+		}
+	}
+}

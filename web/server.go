@@ -4,7 +4,6 @@ package web
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -108,6 +107,26 @@ type Config struct {
 	// MaxWorkerMessage bounds one message of a subscription worker, in
 	// bytes (DefaultMaxWorkerMessage).
 	MaxWorkerMessage int
+	// Limits (README "Limits"). Zero means the default; a negative value
+	// turns a limit off.
+
+	// MaxConnections caps the open connections on the HTTP port: HTTP,
+	// websockets and subscription workers together. DefaultMaxConnections().
+	MaxConnections int
+	// MaxRequestBody is the largest request body, in bytes.
+	// DefaultMaxRequestBody.
+	MaxRequestBody int64
+	// MaxDocumentSize is the largest document a client may store, in bytes
+	// of its JSON. DefaultMaxDocumentSize.
+	MaxDocumentSize int64
+	// MinDataRate is the slowest average rate, in bytes/s, at which a
+	// request body may arrive and a response be taken once MinDataRateGrace
+	// has passed. DefaultMinDataRate and DefaultMinDataRateGrace.
+	MinDataRate      int
+	MinDataRateGrace time.Duration
+	// MaxLivePages caps the studio pages kept live (one websocket each).
+	// DefaultMaxLivePages.
+	MaxLivePages int
 }
 
 // applyLimits checks the parser limits of cfg, fills in the defaults, and
@@ -129,6 +148,35 @@ func applyLimits(cfg *Config) error {
 		return fmt.Errorf("--max-change-vector-length/--max-change-vector-entries: %w", err)
 	}
 	return nil
+}
+
+// withDefaults fills in the limits left at zero and turns the negative
+// ("off") ones to zero.
+func (c Config) withDefaults() Config {
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections()
+	}
+	if c.MaxRequestBody == 0 {
+		c.MaxRequestBody = DefaultMaxRequestBody
+	}
+	if c.MaxDocumentSize == 0 {
+		c.MaxDocumentSize = DefaultMaxDocumentSize
+	}
+	if c.MinDataRate == 0 {
+		c.MinDataRate = DefaultMinDataRate
+	}
+	if c.MinDataRateGrace <= 0 {
+		c.MinDataRateGrace = DefaultMinDataRateGrace
+	}
+	if c.MaxLivePages == 0 {
+		c.MaxLivePages = DefaultMaxLivePages
+	}
+	c.MaxConnections = max(c.MaxConnections, 0)
+	c.MaxRequestBody = max(c.MaxRequestBody, 0)
+	c.MaxDocumentSize = max(c.MaxDocumentSize, 0)
+	c.MinDataRate = max(c.MinDataRate, 0)
+	c.MaxLivePages = max(c.MaxLivePages, 0)
+	return c
 }
 
 // RaftAddrFor derives the default Raft address from the HTTP address.
@@ -173,9 +221,11 @@ type Server struct {
 	subConns   subscriptionConns
 	subRecon   chan struct{}
 
-	sec   *security
-	nodes *nodeClient
-	audit *audit.Log
+	sec        *security
+	nodes      *nodeClient
+	audit      *audit.Log
+	acceptErrs *prometheus.CounterVec
+	limits     *requestLimits
 }
 
 // resolutionFailed raises an alert when an automatic resolution (a script)
@@ -204,6 +254,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.RaftAddr == "" {
 		cfg.RaftAddr = RaftAddrFor(cfg.HTTPAddr)
 	}
+	cfg = cfg.withDefaults()
 	if err := applyLimits(&cfg); err != nil {
 		return nil, err
 	}
@@ -256,13 +307,25 @@ func New(cfg Config) (*Server, error) {
 	engineMetrics.Register(s.reg)
 	s.reg.MustRegister(replicationCollector{s})
 	httpMetrics := newHTTPMetrics(s.reg)
+	limits := newRequestLimits(cfg, s.reg)
+	s.limits = limits
+	s.acceptErrs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rookery_http_accept_errors_total",
+		Help: "Failed accepts on the HTTP port, by reason (emfile, enfile, econnaborted, nomem, other); the port keeps accepting after a short backoff.",
+	}, []string{"reason"})
+	s.reg.MustRegister(s.acceptErrs)
+	maxConns := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rookery_http_max_connections", Help: "The cap on open connections on the HTTP port (--max-connections; 0 = none).",
+	})
+	maxConns.Set(float64(cfg.MaxConnections))
+	s.reg.MustRegister(maxConns)
 
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.errorHandler
 	e.Pre(s.guard)
-	e.Use(httpMetrics.observe(s.log), serverHeaders, studioHeaders, s.recoverMiddleware, s.authorize)
+	e.Use(httpMetrics.observe(s.log), serverHeaders, studioHeaders, s.recoverMiddleware, s.authorize, limits.middleware)
 	e.GET("/livez", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
@@ -283,15 +346,16 @@ func New(cfg Config) (*Server, error) {
 	s.subRecon = make(chan struct{}, 1)
 	s.reg.MustRegister(subscriptionCollector{s})
 	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs,
-		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: cfg.WellKnownAdminCerts, Reseed: s.Reseed}
+		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: cfg.WellKnownAdminCerts, Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize}
 	if sec.secured {
 		api.ServerThumbprint = sec.auth.Self
 	}
 	api.Register(e)
 	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs,
-		Nodes: s.nodes, Reseed: s.Reseed}
+		Nodes: s.nodes, Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize}
 	s.studio.Register(e)
 	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
+	s.hub.maxClients = cfg.MaxLivePages
 	s.bulk.OnChange = s.hub.Notify
 	s.subs.OnChange = s.hub.Notify
 	e.GET("/studio/live", s.hub.Serve)
@@ -304,7 +368,7 @@ func New(cfg Config) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	s.http = &http.Server{Handler: withTLSState(e), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	s.http = &http.Server{Handler: withTLSState(e), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: 2 * time.Minute,
 		ConnContext: connContext}
 	return s, nil
 }
@@ -398,14 +462,12 @@ func (s *Server) Serve(l net.Listener) error {
 		s.url.Store(&u)
 	}
 	s.sec.setHosts(s.URL(), l.Addr())
-	if s.sec.secured {
-		// TLS first, then the sniffing: subscription workers speak TLS too.
-		l = tls.NewListener(l, s.sec.serverTLS)
-	}
 	s.ready.Store(true)
 	s.log.Info("rookery node serving", "url", s.URL(), "node_tag", s.cfg.NodeTag, "data_dir", s.cfg.DataDir)
-	// Subscription workers connect to the same port (their first byte is '{').
-	err := s.http.Serve(newSniffListener(l, s.serveSubscriptionConn))
+	// Subscription workers connect to the same port (their first byte is
+	// '{'); on a secured node TLS comes first, so they speak TLS too.
+	err := s.http.Serve(newSniffListener(l, s.serveSubscriptionConn, listenerOptions{
+		maxConns: s.cfg.MaxConnections, tls: s.sec.serverTLS, firstByte: readHeaderTimeout, log: s.log, errs: s.acceptErrs}))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -55,8 +55,14 @@ func bad(dec *jsontext.Decoder, err error) error {
 
 // Parse reads a batch body, {"Commands":[...]}, in one pass: each document
 // is split into its stored form as it is read.
-func Parse(r io.Reader) ([]Command, error) {
-	dec := jsontext.NewDecoder(r)
+func Parse(r io.Reader) ([]Command, error) { return ParseMax(r, 0) }
+
+// ParseMax is Parse with a limit on each document's size (see
+// document.ReadMax): a larger one fails the batch with a dberr.TooLarge
+// whose cause is the *document.SizeError.
+func ParseMax(r io.Reader, maxDocument int64) ([]Command, error) {
+	g := &docGuard{r: r, max: maxDocument, start: -1}
+	dec := jsontext.NewDecoder(g)
 	tok, err := dec.ReadToken()
 	if err != nil {
 		return nil, bad(dec, err)
@@ -74,7 +80,7 @@ func Parse(r io.Reader) ([]Command, error) {
 		switch nameTok.String() {
 		case "Commands":
 			seen = true
-			if cmds, err = readCommands(dec); err != nil {
+			if cmds, err = readCommands(dec, g); err != nil {
 				return nil, err
 			}
 		case "TransactionMode":
@@ -103,7 +109,33 @@ func Parse(r io.Reader) ([]Command, error) {
 	return cmds, nil
 }
 
-func readCommands(dec *jsontext.Decoder) ([]Command, error) {
+// docGuard stops reading a batch as soon as the document being read is
+// known to be over the limit: the decoder fetches more input only to finish
+// the current value, so every byte between the document's start and what
+// was read so far belongs to it. Without it, a single huge member would be
+// buffered whole (up to the request-body limit) before ReadMax could count
+// it.
+type docGuard struct {
+	r       io.Reader
+	read    int64 // bytes handed to the decoder
+	max     int64 // the document limit; none when <= 0
+	start   int64 // offset where the current document starts; -1 outside one
+	tripped int64 // the document's size so far when the guard stopped it
+}
+
+var errDocumentTooLarge = errors.New("document over the size limit")
+
+func (g *docGuard) Read(p []byte) (int, error) {
+	if g.max > 0 && g.start >= 0 && g.read-g.start > g.max {
+		g.tripped = g.read - g.start
+		return 0, errDocumentTooLarge
+	}
+	n, err := g.r.Read(p)
+	g.read += int64(n)
+	return n, err
+}
+
+func readCommands(dec *jsontext.Decoder, g *docGuard) ([]Command, error) {
 	if k := dec.PeekKind(); k != '[' {
 		if k == 'n' {
 			if _, err := dec.ReadToken(); err != nil {
@@ -121,7 +153,7 @@ func readCommands(dec *jsontext.Decoder) ([]Command, error) {
 		if len(cmds) >= MaxCommands {
 			return nil, badf(dec.InputOffset(), "more than %d commands", MaxCommands)
 		}
-		c, err := readCommand(dec, len(cmds))
+		c, err := readCommand(dec, len(cmds), g)
 		if err != nil {
 			return nil, err
 		}
@@ -152,7 +184,7 @@ func readString(dec *jsontext.Decoder, field string, i int) (*string, error) {
 	return nil, badf(dec.InputOffset(), "command %d: %s must be a string, got %s", i, field, tok.String())
 }
 
-func readCommand(dec *jsontext.Decoder, i int) (Command, error) {
+func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 	var c Command
 	if k := dec.PeekKind(); k != '{' {
 		if k == jsontext.KindInvalid {
@@ -204,7 +236,20 @@ func readCommand(dec *jsontext.Decoder, i int) (Command, error) {
 				}
 				continue
 			}
-			doc, err := document.Read(dec)
+			g.start = dec.InputOffset()
+			doc, err := document.ReadMax(dec, g.max)
+			g.start = -1
+			var se *document.SizeError
+			if g.tripped > 0 {
+				se = &document.SizeError{Size: g.tripped, Max: g.max}
+			}
+			if se != nil || errors.As(err, &se) {
+				id := ""
+				if idSeen {
+					id = fmt.Sprintf(" (%q)", c.ID)
+				}
+				return c, &dberr.Error{Kind: dberr.TooLarge, Msg: fmt.Sprintf("command %d%s: the document is larger than %d bytes", i, id, se.Max), Err: se}
+			}
 			if err != nil {
 				return c, dberr.New(dberr.BadRequest, "command %d: %v", i, err)
 			}

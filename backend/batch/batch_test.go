@@ -2,7 +2,9 @@ package batch_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -188,5 +190,63 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("unexpected type %q", c.Type)
 			}
 		}
+		// With a document limit: the same commands when every document
+		// fits, a TooLarge error naming the limit when one does not, and
+		// never a stored body much larger than the limit.
+		const limit = 48
+		small, err := batch.ParseMax(strings.NewReader(body), limit)
+		if err != nil {
+			var se *document.SizeError
+			if !dberr.Is(err, dberr.TooLarge) || !errors.As(err, &se) || se.Max != limit || se.Size <= limit {
+				t.Fatalf("ParseMax refused a batch Parse took, with %v", err)
+			}
+			return
+		}
+		if len(small) != len(cmds) {
+			t.Fatalf("ParseMax: %d commands, Parse: %d", len(small), len(cmds))
+		}
+		for _, c := range small {
+			// The stored form may add an empty "@metadata":{} (15 bytes).
+			if len(c.Document.Body) > limit+16 {
+				t.Fatalf("a %d-byte document passed a %d-byte limit", len(c.Document.Body), limit)
+			}
+		}
 	})
+}
+
+// countingReader counts what was read from it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+type endless byte
+
+func (e endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(e)
+	}
+	return len(p), nil
+}
+
+// A document over the limit stops the read about where it crosses it, even
+// when it is one endless string: the batch is not buffered up to the
+// request-body limit first.
+func TestParseMaxStopsEarly(t *testing.T) {
+	const limit = 1 << 20
+	body := &countingReader{r: io.MultiReader(strings.NewReader(`{"Commands":[{"Id":"a","Type":"PUT","Document":{"x":1},"ChangeVector":null},{"Id":"b","Type":"PUT","Document":{"x":"`), endless('a'))}
+	_, err := batch.ParseMax(body, limit)
+	var se *document.SizeError
+	if !dberr.Is(err, dberr.TooLarge) || !errors.As(err, &se) || se.Max != limit || !strings.Contains(err.Error(), `command 1 ("b")`) {
+		t.Fatalf("err %v", err)
+	}
+	if body.n > 2*limit+64<<10 {
+		t.Fatalf("read %d bytes for a %d-byte limit", body.n, limit)
+	}
 }

@@ -34,6 +34,9 @@ const (
 	UnknownDatabase
 	// Forbidden is a caller without the clearance a request needs (403).
 	Forbidden
+	// TooLarge is input over a configured size limit (413); the message
+	// names the limit and its flag.
+	TooLarge
 )
 
 // Error is an engine error with a kind and a readable message.

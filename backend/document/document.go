@@ -42,9 +42,15 @@ func (e *Error) Error() string { return e.Msg }
 func errf(format string, args ...any) error { return &Error{Msg: fmt.Sprintf(format, args...)} }
 
 // Parse reads one JSON object from raw.
-func Parse(raw []byte) (Parsed, error) {
+func Parse(raw []byte) (Parsed, error) { return ParseMax(raw, 0) }
+
+// ParseMax is Parse with ReadMax's size limit.
+func ParseMax(raw []byte, max int64) (Parsed, error) {
+	if max > 0 && int64(len(raw)) > max {
+		return Parsed{}, &SizeError{Size: int64(len(raw)), Max: max}
+	}
 	dec := jsontext.NewDecoder(bytes.NewReader(raw))
-	p, err := Read(dec)
+	p, err := ReadMax(dec, max)
 	if err != nil {
 		return p, err
 	}
@@ -54,10 +60,30 @@ func Parse(raw []byte) (Parsed, error) {
 	return p, nil
 }
 
+// SizeError is a document over the size limit: its JSON is at least Size
+// bytes (reading stops at the first member past the limit).
+type SizeError struct{ Size, Max int64 }
+
+func (e *SizeError) Error() string {
+	return fmt.Sprintf("the document is larger than the limit of %d bytes", e.Max)
+}
+
 // Read consumes one JSON object value from dec and returns its stored form.
 // The decoder must be positioned at the start of a value.
-func Read(dec *jsontext.Decoder) (Parsed, error) {
+func Read(dec *jsontext.Decoder) (Parsed, error) { return ReadMax(dec, 0) }
+
+// ReadMax is Read with a size limit: a document whose JSON takes more than
+// max bytes (no limit when max <= 0) fails with a *SizeError as soon as a
+// member crosses the limit, before the rest is copied.
+func ReadMax(dec *jsontext.Decoder, max int64) (Parsed, error) {
 	var p Parsed
+	start := dec.InputOffset()
+	over := func() error {
+		if n := dec.InputOffset() - start; max > 0 && n > max {
+			return &SizeError{Size: n, Max: max}
+		}
+		return nil
+	}
 	if k := dec.PeekKind(); k != '{' {
 		if k == jsontext.KindInvalid {
 			_, err := dec.ReadToken()
@@ -103,9 +129,15 @@ func Read(dec *jsontext.Decoder) (Parsed, error) {
 		}
 		body = append(body, val...)
 		members++
+		if err := over(); err != nil {
+			return Parsed{}, err
+		}
 	}
 	if _, err := dec.ReadToken(); err != nil {
 		return p, invalid(err)
+	}
+	if err := over(); err != nil {
+		return Parsed{}, err
 	}
 	if members > 0 {
 		body = append(body, ',')

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 func TestParseStripsServerOwnedMetadata(t *testing.T) {
@@ -191,4 +193,31 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("unstable: %s vs %s", again.Body, p.Body)
 		}
 	})
+}
+
+// ReadMax stops at the first member past the limit, and counts the JSON as
+// sent (metadata included); ParseMax refuses a longer input before parsing.
+func TestParseMaxSize(t *testing.T) {
+	doc := `{"a":"` + strings.Repeat("x", 100) + `","b":1,"@metadata":{"@collection":"Things"}}`
+	if _, err := ParseMax([]byte(doc), int64(len(doc))); err != nil {
+		t.Fatalf("a document of exactly the limit: %v", err)
+	}
+	for _, max := range []int64{int64(len(doc)) - 1, 50, 1} {
+		_, err := ParseMax([]byte(doc), max)
+		var se *SizeError
+		if !errors.As(err, &se) || se.Max != max || se.Size <= max {
+			t.Fatalf("limit %d: %v", max, err)
+		}
+	}
+	// Through a decoder the size is known only as members are read: the
+	// first member crosses the limit and nothing after it is read.
+	dec := jsontext.NewDecoder(strings.NewReader(doc + ` {"next":true}`))
+	_, err := ReadMax(dec, 50)
+	var se *SizeError
+	if !errors.As(err, &se) || se.Size > 120 {
+		t.Fatalf("ReadMax: %v", err)
+	}
+	if _, err := ParseMax([]byte(doc), 0); err != nil {
+		t.Fatalf("no limit: %v", err)
+	}
 }

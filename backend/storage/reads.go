@@ -145,37 +145,42 @@ func (db *DB) CanonicalCollection(name string) (string, bool) {
 
 // PageByEtag is keyset paging, newest first: up to limit documents of
 // collection ("" for all) with an etag below before (0 for the newest).
-// It walks an index, so a page costs the same at any depth.
-func (db *DB) PageByEtag(ctx context.Context, collection string, before int64, limit int) ([]*Document, error) {
+// It walks an index, so a page costs the same at any depth. Each body is
+// read only up to its first maxBody bytes (SQLite cuts it; Size is the whole
+// length); all of it when maxBody <= 0.
+func (db *DB) PageByEtag(ctx context.Context, collection string, before int64, limit, maxBody int) ([]*Document, error) {
 	if before <= 0 {
 		before = math.MaxInt64
 	}
+	cols, args := db.bodyColumns(maxBody)
 	var rows *sql.Rows
 	var err error
 	if collection == "" {
-		rows, err = db.reader.QueryContext(ctx, `SELECT `+docColumns+` FROM docs WHERE etag < ? ORDER BY etag DESC LIMIT ?`, before, limit)
+		rows, err = db.reader.QueryContext(ctx, `SELECT `+cols+` FROM docs WHERE etag < ? ORDER BY etag DESC LIMIT ?`, append(args, before, limit)...)
 	} else {
 		name, ok := db.CanonicalCollection(collection)
 		if !ok {
 			return nil, nil
 		}
-		rows, err = db.reader.QueryContext(ctx, `SELECT `+docColumns+` FROM docs WHERE collection = ? AND etag < ? ORDER BY etag DESC LIMIT ?`, name, before, limit)
+		rows, err = db.reader.QueryContext(ctx, `SELECT `+cols+` FROM docs WHERE collection = ? AND etag < ? ORDER BY etag DESC LIMIT ?`, append(args, name, before, limit)...)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return db.collect(rows)
+	return db.collectBodies(rows, maxBody)
 }
 
 // PageByID is keyset paging in id order over ids starting with prefix, after
 // the id after ("" for the first page), optionally within one collection.
-func (db *DB) PageByID(ctx context.Context, prefix, collection, after string, limit int) ([]*Document, error) {
+// maxBody bounds each body as in PageByEtag.
+func (db *DB) PageByID(ctx context.Context, prefix, collection, after string, limit, maxBody int) ([]*Document, error) {
 	lo := LowerID(prefix)
 	if a := LowerID(after); a != "" && a >= lo {
 		lo = a + "\x00"
 	}
-	q := `SELECT ` + docColumns + ` FROM docs WHERE key >= ?`
-	args := []any{lo}
+	cols, args := db.bodyColumns(maxBody)
+	q := `SELECT ` + cols + ` FROM docs WHERE key >= ?`
+	args = append(args, lo)
 	if hi, ok := prefixUpperBound(LowerID(prefix)); ok {
 		q += ` AND key < ?`
 		args = append(args, hi)
@@ -196,5 +201,42 @@ func (db *DB) PageByID(ctx context.Context, prefix, collection, after string, li
 	if err != nil {
 		return nil, err
 	}
-	return db.collect(rows)
+	return db.collectBodies(rows, maxBody)
+}
+
+// GetPrefix reads one document with at most the first maxBody bytes of its
+// body (Size is the whole length); nil when missing.
+func (db *DB) GetPrefix(ctx context.Context, id string, maxBody int) (*Document, error) {
+	d, err := scanDocPrefix(db.reader.QueryRowContext(ctx, `SELECT `+docPrefixColumns+` FROM docs WHERE key = ?`, maxBody, LowerID(id)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err == nil {
+		db.reads.Add(1)
+	}
+	return d, err
+}
+
+func (db *DB) bodyColumns(maxBody int) (string, []any) {
+	if maxBody > 0 {
+		return docPrefixColumns, []any{maxBody}
+	}
+	return docColumns, nil
+}
+
+func (db *DB) collectBodies(rows *sql.Rows, maxBody int) ([]*Document, error) {
+	if maxBody <= 0 {
+		return db.collect(rows)
+	}
+	defer rows.Close()
+	var out []*Document
+	for rows.Next() {
+		d, err := scanDocPrefix(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	db.reads.Add(int64(len(out)))
+	return out, rows.Err()
 }

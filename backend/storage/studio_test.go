@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/rookerydb/rookery/backend/storage"
@@ -58,7 +59,7 @@ func TestKeysetPaging(t *testing.T) {
 	var all []string
 	before := int64(0)
 	for {
-		page, err := db.PageByEtag(ctx, "users", before, 7)
+		page, err := db.PageByEtag(ctx, "users", before, 7, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,15 +74,65 @@ func TestKeysetPaging(t *testing.T) {
 	if len(all) != 20 || all[0] != "Users/24" || all[19] != "Users/01" {
 		t.Fatalf("pages %v", all)
 	}
-	page, err := db.PageByID(ctx, "users/1", "", "", 100)
+	page, err := db.PageByID(ctx, "users/1", "", "", 100, 0)
 	if err != nil || len(page) != 8 || page[0].ID != "Users/11" {
 		t.Fatalf("by id %d %v", len(page), err)
 	}
-	page, err = db.PageByID(ctx, "users/1", "Users", "users/14", 100)
+	page, err = db.PageByID(ctx, "users/1", "Users", "users/14", 100, 0)
 	if err != nil || len(page) != 4 || page[0].ID != "Users/16" {
 		t.Fatalf("after %d %v", len(page), err)
 	}
-	if page, _ := db.PageByEtag(ctx, "nope", 0, 10); len(page) != 0 {
+	if page, _ := db.PageByEtag(ctx, "nope", 0, 10, 0); len(page) != 0 {
 		t.Fatal("unknown collection")
+	}
+}
+
+// Finding 10: the studio's page reads return at most maxBody bytes of each
+// body (SQLite cuts it), with the whole length beside it; small bodies come
+// whole.
+func TestSecurityF10PageReadsBoundedPrefix(t *testing.T) {
+	db := open(t, "")
+	big := `{"x":"` + strings.Repeat("a", 100<<20) + `","@metadata":{"@collection":"Big"}}`
+	if _, err := put(t, db, "big/1", big, nil); err != nil {
+		t.Fatal(err)
+	}
+	big = ""
+	if _, err := put(t, db, "big/2", `{"x":1,"@metadata":{"@collection":"Big"}}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	check := func(what string, docs []*storage.Document, err error) {
+		t.Helper()
+		if err != nil || len(docs) != 2 {
+			t.Fatalf("%s: %d docs, %v", what, len(docs), err)
+		}
+		returned := 0
+		for _, d := range docs {
+			returned += len(d.Body)
+			switch d.ID {
+			case "big/1":
+				if len(d.Body) != 8192 || d.Size < 100<<20 || !d.Truncated() || !strings.HasPrefix(string(d.Body), `{"x":"aaa`) {
+					t.Fatalf("%s: big/1 body %d bytes, size %d", what, len(d.Body), d.Size)
+				}
+			case "big/2":
+				if d.Truncated() || int(d.Size) != len(d.Body) || !strings.HasPrefix(string(d.Body), `{"x":1`) {
+					t.Fatalf("%s: big/2 body %q, size %d", what, d.Body, d.Size)
+				}
+			}
+		}
+		if returned > 2*8192 {
+			t.Fatalf("%s: SQLite returned %d body bytes", what, returned)
+		}
+	}
+	docs, err := db.PageByEtag(ctx, "Big", 0, 10, 8192)
+	check("PageByEtag", docs, err)
+	docs, err = db.PageByID(ctx, "big/", "", "", 10, 8192)
+	check("PageByID", docs, err)
+	d, err := db.GetPrefix(ctx, "big/1", 8192)
+	if err != nil || len(d.Body) != 8192 || !d.Truncated() {
+		t.Fatalf("GetPrefix: %v %+v", err, d)
+	}
+	if d, err := db.GetPrefix(ctx, "nope", 8192); d != nil || err != nil {
+		t.Fatalf("GetPrefix of a missing id: %v %v", d, err)
 	}
 }

@@ -154,7 +154,14 @@ type Document struct {
 	LastModified time.Time
 	Flags        int64
 	Body         []byte // stored form; see document.AppendJSON
+	// Size is the length of the whole stored body, set by the bounded reads
+	// (PageByEtag and PageByID with maxBody, GetPrefix) whose Body may be
+	// only a prefix of it; 0 from the others.
+	Size int64
 }
+
+// Truncated tells whether Body is only a prefix of the stored body.
+func (d *Document) Truncated() bool { return d.Size > int64(len(d.Body)) }
 
 // AppendJSON writes the document as clients see it, metadata included.
 func (d *Document) AppendJSON(dst []byte) []byte {
@@ -171,6 +178,20 @@ type Info struct {
 }
 
 const docColumns = `etag, id, collection, change_vector, last_modified, flags, body`
+
+// docPrefixColumns are docColumns with the body cut to its first ? bytes
+// (substr counts bytes on a BLOB) and its whole length.
+const docPrefixColumns = `etag, id, collection, change_vector, last_modified, flags, substr(body, 1, ?), length(body)`
+
+func scanDocPrefix(row interface{ Scan(...any) error }) (*Document, error) {
+	d := &Document{}
+	var lm int64
+	if err := row.Scan(&d.Etag, &d.ID, &d.Collection, &d.ChangeVector, &lm, &d.Flags, &d.Body, &d.Size); err != nil {
+		return nil, err
+	}
+	d.LastModified = time.Unix(0, lm).UTC()
+	return d, nil
+}
 
 func scanDoc(row interface{ Scan(...any) error }) (*Document, error) {
 	d := &Document{}

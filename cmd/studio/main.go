@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +50,10 @@ type options struct {
 	// Parser limits (web.Config's Max… fields).
 	maxQueryLength, maxQueryDepth, maxJSONDepth                     int
 	maxChangeVectorLength, maxChangeVectorEntries, maxWorkerMessage int
+	// Limits (README "Limits"); see web.Config.
+	maxConnections, minDataRate, maxLivePages int
+	maxRequestBody, maxDocumentSize           byteSize
+	minDataRateGrace                          time.Duration
 	// tagSet: --node-tag (or ROOKERY_NODE_TAG) was given explicitly.
 	tagSet bool
 }
@@ -91,6 +96,13 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.maxChangeVectorLength, "max-change-vector-length", changevector.DefaultMaxLength, "longest change vector accepted from a client or a replication peer, in bytes")
 	fs.IntVar(&o.maxChangeVectorEntries, "max-change-vector-entries", changevector.DefaultMaxEntries, "most entries of a change vector accepted from a client or a replication peer")
 	fs.IntVar(&o.maxWorkerMessage, "max-worker-message", web.DefaultMaxWorkerMessage, "largest message a subscription worker may send (header, options, acknowledgements), in bytes; a larger one closes the connection")
+	o.maxRequestBody, o.maxDocumentSize = web.DefaultMaxRequestBody, web.DefaultMaxDocumentSize
+	fs.IntVar(&o.maxConnections, "max-connections", 0, "most open connections on the HTTP port, HTTP, websockets and subscription workers together (0: 3/4 of the open-file limit minus 256; -1: no cap)")
+	fs.Var(&o.maxRequestBody, "max-request-body", "largest request body, e.g. 128MiB (-1: no limit)")
+	fs.Var(&o.maxDocumentSize, "max-document-size", "largest document a client may store, in bytes of its JSON, e.g. 32MiB (-1: no limit)")
+	fs.IntVar(&o.minDataRate, "min-data-rate", web.DefaultMinDataRate, "slowest average rate, in bytes/s, at which a request body may arrive or a response be read, once --min-data-rate-grace has passed (-1: off)")
+	fs.DurationVar(&o.minDataRateGrace, "min-data-rate-grace", web.DefaultMinDataRateGrace, "how long a body or a response write may go before --min-data-rate applies")
+	fs.IntVar(&o.maxLivePages, "max-live-pages", web.DefaultMaxLivePages, "most studio pages kept live at once, one websocket each (-1: no cap)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: studio [serve] [flags]\n       studio setup ... (certificates of a secured cluster: studio setup -h)\n\nEvery flag is mirrored by an environment variable (--data-dir is ROOKERY_DATA_DIR).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -169,7 +181,9 @@ func run(args []string, stderr io.Writer) error {
 		TLSCert: o.tlsCert, TLSKey: o.tlsKey, TLSCA: o.tlsCA, WellKnownAdminCerts: splitList(o.wellKnownAdmins), UnsecuredAccessAllowed: o.unsecuredAccess, AllowedHosts: splitList(o.allowedHosts),
 		IntegrityCheck: o.integrityCheck,
 		MaxQueryLength: o.maxQueryLength, MaxQueryDepth: o.maxQueryDepth, MaxJSONDepth: o.maxJSONDepth,
-		MaxChangeVectorLength: o.maxChangeVectorLength, MaxChangeVectorEntries: o.maxChangeVectorEntries, MaxWorkerMessage: o.maxWorkerMessage}
+		MaxChangeVectorLength: o.maxChangeVectorLength, MaxChangeVectorEntries: o.maxChangeVectorEntries, MaxWorkerMessage: o.maxWorkerMessage,
+		MaxConnections: o.maxConnections, MaxRequestBody: int64(o.maxRequestBody), MaxDocumentSize: int64(o.maxDocumentSize),
+		MinDataRate: o.minDataRate, MinDataRateGrace: o.minDataRateGrace, MaxLivePages: o.maxLivePages}
 	if err := resolveTag(&o, &cfg, log); err != nil {
 		return err
 	}
@@ -263,4 +277,47 @@ func parsePeers(v string) (map[string]string, error) {
 		out[strings.ToUpper(tag)] = strings.TrimRight(u, "/")
 	}
 	return out, nil
+}
+
+// byteSize is a flag holding a number of bytes, written as a plain number
+// or with a unit: 512KiB, 32MiB, 1GiB (also KB, MB, GB as powers of 1000,
+// and K, M, G as powers of 1024). -1 means no limit.
+type byteSize int64
+
+func (b *byteSize) String() string {
+	n := int64(*b)
+	switch {
+	case n > 0 && n%(1<<30) == 0:
+		return strconv.FormatInt(n>>30, 10) + "GiB"
+	case n > 0 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + "MiB"
+	case n > 0 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + "KiB"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func (b *byteSize) Set(v string) error {
+	s := strings.TrimSpace(v)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if len(s) > len(u.suffix) && strings.EqualFold(s[len(s)-len(u.suffix):], u.suffix) {
+			s, mult = strings.TrimSpace(s[:len(s)-len(u.suffix)]), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < -1 || (n > 0 && n > (1<<62)/mult) {
+		return fmt.Errorf("%q is not a size (use bytes or a unit: 512KiB, 32MiB, 1GiB; -1 for no limit)", v)
+	}
+	if n == -1 {
+		*b = -1
+		return nil
+	}
+	*b = byteSize(n * mult)
+	return nil
 }

@@ -61,7 +61,7 @@ func TestEnvMirrorsFlags(t *testing.T) {
 
 // The parser limits are flags with their documented defaults, mirrored by
 // ROOKERY_MAX_* variables.
-func TestLimitFlags(t *testing.T) {
+func TestParserLimitFlags(t *testing.T) {
 	o, err := parse(nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)

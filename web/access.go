@@ -15,6 +15,7 @@ import (
 	"github.com/rookerydb/rookery/backend/auth"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/handlers"
+	"github.com/rookerydb/rookery/views"
 )
 
 // rule is what a route requires of its caller, and whether the route is an
@@ -155,6 +156,12 @@ var routeRules = map[string]rule{
 	"POST /studio/cluster/remove":   clusterAdm.audited("cluster.remove", "form:tag"),
 	"POST /studio/cluster/stepdown": clusterAdm.audited("cluster.stepdown", ""),
 	"GET /studio/live":              on(auth.DatabaseRead, "query:db?"),
+	// Certificates: an Operator manages Operator and ValidUser
+	// certificates, only a ClusterAdmin the others (the handlers check).
+	"GET /studio/certificates":         operator,
+	"POST /studio/certificates":        operator.audited("certificate.put", ""),
+	"POST /studio/certificates/revoke": operator.audited("certificate.delete", "form:thumbprint"),
+	"GET /studio/audit":                operator,
 
 	"GET /studio/db/:db/documents":                    dbRead,
 	"GET /studio/db/:db/doc":                          dbRead,
@@ -183,6 +190,23 @@ var routeRules = map[string]rule{
 	"GET /studio/db/:db/subscriptions":                dbRead,
 	"POST /studio/db/:db/subscriptions":               dbAdmin.audited("subscription.action", "form:action"),
 	"GET /studio/db/:db/subscriptions/*":              dbRead,
+}
+
+// permitFor is what the studio's pages may offer id: the same rules as
+// authorize applies, so an action is shown exactly when it would be
+// allowed (views.Can).
+func permitFor(id *auth.Identity) views.Permit {
+	return func(method, route, db string) bool {
+		r, ok := routeRules[method+" "+route]
+		if !ok {
+			return false
+		}
+		level := r.level
+		if level.Database() && db == "" && strings.HasSuffix(r.db, "?") {
+			level = auth.Authenticated
+		}
+		return id.Allows(level, db)
+	}
 }
 
 // ruleFor finds the rule of the route a request matched ("ANY" rules
@@ -228,7 +252,8 @@ func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 		req := c.Request()
 		id, idErr := s.sec.identify(req)
 		if id != nil {
-			c.SetRequest(req.WithContext(auth.WithIdentity(req.Context(), id)))
+			ctx := auth.WithIdentity(req.Context(), id)
+			c.SetRequest(req.WithContext(views.WithPermit(ctx, permitFor(id))))
 		}
 		if r.level != auth.Public {
 			db := ""

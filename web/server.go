@@ -243,7 +243,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	api.Register(e)
 	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs,
-		Nodes: s.nodes}
+		Nodes: s.nodes, API: api}
+	if !sec.secured {
+		s.studio.UnsecuredAccess = accessName(sec.access)
+	}
 	s.studio.Register(e)
 	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
 	s.bulk.OnChange = s.hub.Notify

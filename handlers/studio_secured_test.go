@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/rookerydb/rookery/backend/pki"
 	"github.com/rookerydb/rookery/web"
 )
@@ -360,6 +362,18 @@ func TestStudioSecuredCertificatesAndAccess(t *testing.T) {
 	}
 	mustContain(t, "no certificate", p, `data-testid="auth-refused"`)
 
+	// A live page of the reader's, open while it is revoked.
+	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer wcancel()
+	ws, _, err := websocket.Dial(wctx, strings.Replace(n.url, "https://", "wss://", 1)+"/studio/live?page=documents&db=shop", &websocket.DialOptions{HTTPClient: ro})
+	if err != nil {
+		t.Fatalf("the reader's live page: %v", err)
+	}
+	defer ws.CloseNow()
+	if _, msg, err := ws.Read(wctx); err != nil || !strings.Contains(string(msg), "documents-grid") {
+		t.Fatalf("the reader's first live update: %v %.300s", err, msg)
+	}
+
 	// Revoke: the typed name is required; then the reader is refused.
 	p = browseForm(t, admin, n.url+"/studio/certificates/revoke", url.Values{"thumbprint": {reader.Thumbprint}, "confirm": {"reader"}})
 	if p.status != 303 || !strings.Contains(p.location, "error=") {
@@ -375,6 +389,15 @@ func TestStudioSecuredCertificatesAndAccess(t *testing.T) {
 	p = browse(t, ro, "GET", n.url+"/studio/", "", nil)
 	if p.status != 403 {
 		t.Fatalf("a revoked certificate: %d", p.status)
+	}
+	// Its open live page gets no more updates: the next is refused.
+	for {
+		if _, _, err := ws.Read(wctx); err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+				t.Fatalf("the revoked reader's live page ended with %v, want a policy-violation close", err)
+			}
+			break
+		}
 	}
 	p = browse(t, admin, "GET", n.url+"/studio/audit?action=certificate.delete", "", nil)
 	mustContain(t, "audit of the revocation", p, `data-action="certificate.delete"`, reader.Thumbprint)

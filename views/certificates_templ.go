@@ -742,7 +742,7 @@ func certRegisterCard(d CertificatesData) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 65, "<p class=\"muted\">Paste the certificate (PEM) or choose its file. Only the certificate is read: a private key in the same file is ignored, and never leaves the machine it was made on if you upload the <code>.crt</code>. <code>studio setup client --dir DIR --name NAME</code> issues one from the cluster's CA.</p><form method=\"post\" action=\"/studio/certificates\" enctype=\"multipart/form-data\" class=\"cert-form\" data-testid=\"cert-register-form\"><p class=\"row-form\"><label for=\"cert-name\">Name</label> <input id=\"cert-name\" name=\"name\" value=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 65, "<p class=\"muted\">Paste the certificate (PEM) or choose its file. Only the certificate is read; a private key in the same text is ignored. Prefer the <code>.crt</code>, which holds no key. <code>studio setup client --dir DIR --name NAME</code> issues a certificate from the cluster's CA.</p><form method=\"post\" action=\"/studio/certificates\" enctype=\"multipart/form-data\" class=\"cert-form\" data-testid=\"cert-register-form\"><p class=\"row-form\"><label for=\"cert-name\">Name</label> <input id=\"cert-name\" name=\"name\" value=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"html/template"
@@ -47,6 +48,15 @@ var (
 func (r rule) audited(action, target string) rule {
 	r.audit, r.target = action, target
 	return r
+}
+
+// need is the level a route of this rule asks of its caller for database
+// db: an optional database lowers a database level when absent.
+func (r rule) need(db string) auth.Level {
+	if r.level.Database() && db == "" && strings.HasSuffix(r.db, "?") {
+		return auth.Authenticated
+	}
+	return r.level
 }
 
 func on(level auth.Level, db string) rule { return rule{level: level, db: db} }
@@ -198,15 +208,27 @@ var routeRules = map[string]rule{
 func permitFor(id *auth.Identity) views.Permit {
 	return func(method, route, db string) bool {
 		r, ok := routeRules[method+" "+route]
-		if !ok {
-			return false
-		}
-		level := r.level
-		if level.Database() && db == "" && strings.HasSuffix(r.db, "?") {
-			level = auth.Authenticated
-		}
-		return id.Allows(level, db)
+		return ok && id.Allows(r.need(db), db)
 	}
+}
+
+// reauthorize identifies a live page's caller again before each update
+// (web/live.go): a certificate revoked since the page connected gets
+// nothing more, and one whose clearance or permissions changed gets what
+// it may see now. It returns ctx carrying the identity and its permit.
+func (s *Server) reauthorize(ctx context.Context, r *http.Request) (context.Context, error) {
+	id, err := s.sec.identify(r)
+	if err == nil && id == nil {
+		err = auth.ErrNoCertificate
+	}
+	if err != nil {
+		return nil, err
+	}
+	db := r.URL.Query().Get("db")
+	if need := routeRules["GET /studio/live"].need(db); !id.Allows(need, db) {
+		return nil, id.Refusal(need, db)
+	}
+	return views.WithPermit(auth.WithIdentity(ctx, id), permitFor(id)), nil
 }
 
 // ruleFor finds the rule of the route a request matched ("ANY" rules
@@ -257,13 +279,10 @@ func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if r.level != auth.Public {
 			db := ""
-			level := r.level
-			if level.Database() {
+			if r.level.Database() {
 				db = databaseOf(c, r.db)
-				if db == "" && strings.HasSuffix(r.db, "?") {
-					level = auth.Authenticated
-				}
 			}
+			level := r.need(db)
 			if idErr != nil || id == nil || !id.Allows(level, db) {
 				err := idErr
 				if err == nil && id == nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -33,6 +34,10 @@ type Hub struct {
 	render       Renderer
 	minInterval  time.Duration
 	writeTimeout time.Duration
+
+	// reauthorize, when set, checks the page's caller again before each
+	// update and gives the context to render with (its identity now).
+	reauthorize func(ctx context.Context, r *http.Request) (context.Context, error)
 
 	mu      sync.Mutex
 	clients map[*liveClient]struct{}
@@ -171,7 +176,15 @@ func (h *Hub) Serve(c echo.Context) error {
 		case <-cl.dirty:
 		default:
 		}
-		msg, err := h.message(ctx, cl)
+		rctx := ctx
+		if h.reauthorize != nil {
+			if rctx, err = h.reauthorize(ctx, c.Request()); err != nil {
+				// Revoked, or no longer allowed this page: no more updates.
+				conn.Close(websocket.StatusPolicyViolation, "access refused")
+				return nil
+			}
+		}
+		msg, err := h.message(rctx, cl)
 		if err != nil {
 			h.log.Warn("live render failed", "page", cl.page, "error", err)
 			continue

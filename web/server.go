@@ -249,6 +249,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.studio.Register(e)
 	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
+	s.hub.reauthorize = s.reauthorize
 	s.bulk.OnChange = s.hub.Notify
 	s.subs.OnChange = s.hub.Notify
 	e.GET("/studio/live", s.hub.Serve)

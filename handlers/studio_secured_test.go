@@ -11,6 +11,7 @@ import (
 	"mime/multipart"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"regexp"
@@ -488,4 +489,39 @@ func TestStudioUnsecuredWhoAndPages(t *testing.T) {
 	rec = get(t, h, "/studio/audit")
 	p = page{status: rec.Code, body: rec.Body.String()}
 	mustContain(t, "unsecured audit", p, `data-tag="A" data-answered="true"`, `data-action="database.create"`, ">unsecured")
+}
+
+// TestStudioCertificateFormBounds: the register form is read up to its
+// bound; a larger one, pasted or uploaded, is refused with a readable
+// page, and nothing is registered.
+func TestStudioCertificateFormBounds(t *testing.T) {
+	h := newServer(t)
+	huge := strings.Repeat("A", 1<<20)
+	for _, c := range []struct {
+		name string
+		file bool
+	}{{"pasted", false}, {"uploaded", true}} {
+		var buf bytes.Buffer
+		w := multipart.NewWriter(&buf)
+		w.WriteField("name", "big")
+		w.WriteField("clearance", "ValidUser")
+		if c.file {
+			fw, _ := w.CreateFormFile("file", "big.crt")
+			fw.Write([]byte(huge))
+		} else {
+			w.WriteField("pem", huge)
+		}
+		w.Close()
+		req := localRequest("POST", "/studio/certificates", &buf)
+		req.Header.Set("Content-Type", w.FormDataContentType())
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 400 || !strings.Contains(rec.Body.String(), `data-testid="cert-error"`) || !strings.Contains(rec.Body.String(), "KiB") {
+			t.Fatalf("%s: %d %.500s", c.name, rec.Code, rec.Body.String())
+		}
+	}
+	rec := get(t, h, "/studio/certificates")
+	if !strings.Contains(rec.Body.String(), `data-testid="certs-none"`) {
+		t.Fatal("an oversized form registered something")
+	}
 }

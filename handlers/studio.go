@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
 	"github.com/rookerydb/rookery/backend/activity"
 	"github.com/rookerydb/rookery/backend/alerts"
+	"github.com/rookerydb/rookery/backend/auth"
 	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/conflicts"
@@ -52,6 +54,16 @@ type Studio struct {
 	// MaxDocumentSize is the largest document the editor may save; no
 	// limit when zero.
 	MaxDocumentSize int64
+	// API is the node's API: the Certificates page registers and revokes
+	// through its handlers and shows its server certificate and
+	// well-known admins; the Audit page reads its audit log. Nil leaves
+	// those pages empty.
+	API *API
+	// UnsecuredAccess is --unsecured-access-allowed on an unsecured node
+	// ("Local", ...), for the layout's warning; "" when secured.
+	UnsecuredAccess string
+
+	certCheck certCheck
 
 	live  map[string]LiveFunc
 	ticks map[string]bool
@@ -75,6 +87,7 @@ func (s *Studio) WantsTicks(page string) bool { return s.ticks[page] }
 // Tick runs the studio's once-a-second checks (the identity audit alerts).
 func (s *Studio) Tick(ctx context.Context) {
 	s.auditTick(ctx)
+	s.certificateTick(time.Now())
 }
 
 // Register adds the studio routes to e. Mutating actions are POSTs behind a
@@ -91,6 +104,8 @@ func (s *Studio) Register(e *echo.Echo) {
 	g.POST("/alerts/dismiss", s.dismissAlert)
 	s.registerDamage(g)
 	s.registerCluster(g)
+	s.registerCertificates(g)
+	s.registerAudit(g)
 	s.addLive("dashboard", s.dashboardLive, true)
 	s.addLive("databases", s.databasesLive, true)
 
@@ -107,7 +122,7 @@ func (s *Studio) Register(e *echo.Echo) {
 // LiveFragments renders the live regions of a page; the notification area is
 // part of every page.
 func (s *Studio) LiveFragments(ctx context.Context, page string, q url.Values) ([]views.Fragment, error) {
-	frags := []views.Fragment{{ID: "alerts-area", C: views.AlertsArea(s.Alerts.List())}}
+	frags := []views.Fragment{{ID: "alerts-area", C: views.AlertsArea(s.visibleAlerts(ctx))}}
 	if name := q.Get("db"); name != "" {
 		if d, err := s.Catalog.Get(name); err == nil {
 			n, _ := d.ConflictCount(ctx)
@@ -146,7 +161,12 @@ func (s *Studio) chrome(c echo.Context, title, db, active, live string) views.Ch
 	for k, v := range c.QueryParams() {
 		q[k] = v
 	}
-	ch := views.Chrome{Title: title, Database: db, Active: active, Live: live, Query: q, NodeTag: s.NodeTag, Alerts: s.Alerts.List()}
+	ctx := c.Request().Context()
+	ch := views.Chrome{Title: title, Database: db, Active: active, Live: live, Query: q, NodeTag: s.NodeTag, Alerts: s.visibleAlerts(ctx),
+		Who: auth.FromContext(ctx), Unsecured: s.UnsecuredAccess, Now: time.Now()}
+	if s.URL != nil {
+		ch.NodeURL = s.URL()
+	}
 	if db != "" {
 		if d, err := s.Catalog.Get(db); err == nil {
 			ch.Conflicts, _ = d.ConflictCount(c.Request().Context())
@@ -230,9 +250,14 @@ func (s *Studio) studioDB(c echo.Context) (*storage.DB, error) {
 	return s.Catalog.Get(c.Param("db"))
 }
 
-func (s *Studio) databaseRows() []views.DatabaseRow {
+// databaseRows are the databases of this node the viewer may read.
+func (s *Studio) databaseRows(ctx context.Context) []views.DatabaseRow {
 	var rows []views.DatabaseRow
+	id := auth.FromContext(ctx)
 	for _, db := range s.Catalog.All() {
+		if !id.Allows(auth.DatabaseRead, db.Name()) {
+			continue
+		}
 		st := db.Stats()
 		rows = append(rows, views.DatabaseRow{
 			Name: db.Name(), Documents: st.Documents, Size: st.SizeOnDisk, LastWrite: st.LastWrite,
@@ -275,19 +300,19 @@ func (s *Studio) nodes() []views.NodeInfo {
 }
 
 func (s *Studio) dashboard(c echo.Context) error {
-	return render(c, http.StatusOK, s.chrome(c, "Dashboard", "", views.NavDashboard, "dashboard"), views.DashboardPage(s.nodes(), s.databaseRows()))
+	return render(c, http.StatusOK, s.chrome(c, "Dashboard", "", views.NavDashboard, "dashboard"), views.DashboardPage(s.nodes(), s.databaseRows(c.Request().Context())))
 }
 
 func (s *Studio) dashboardLive(ctx context.Context, q url.Values) ([]views.Fragment, error) {
-	return []views.Fragment{{ID: "dashboard-body", C: views.DashboardBody(s.nodes(), s.databaseRows())}}, nil
+	return []views.Fragment{{ID: "dashboard-body", C: views.DashboardBody(s.nodes(), s.databaseRows(ctx))}}, nil
 }
 
 func (s *Studio) databases(c echo.Context) error {
-	return render(c, http.StatusOK, s.chrome(c, "Databases", "", views.NavDatabases, "databases"), views.DatabasesPage(s.databaseRows()))
+	return render(c, http.StatusOK, s.chrome(c, "Databases", "", views.NavDatabases, "databases"), views.DatabasesPage(s.databaseRows(c.Request().Context())))
 }
 
 func (s *Studio) databasesLive(ctx context.Context, q url.Values) ([]views.Fragment, error) {
-	return []views.Fragment{{ID: "databases-table", C: views.DatabasesTable(s.databaseRows())}}, nil
+	return []views.Fragment{{ID: "databases-table", C: views.DatabasesTable(s.databaseRows(ctx))}}, nil
 }
 
 func (s *Studio) createDatabase(c echo.Context) error {
@@ -313,10 +338,33 @@ func (s *Studio) deleteDatabase(c echo.Context) error {
 }
 
 func (s *Studio) dismissAlert(c echo.Context) error {
-	s.Alerts.Dismiss(c.FormValue("id"))
+	id := c.FormValue("id")
+	for _, a := range s.visibleAlerts(c.Request().Context()) {
+		if a.ID == id {
+			s.Alerts.Dismiss(id)
+		}
+	}
 	back := c.Request().Referer()
 	if u, err := url.Parse(back); err != nil || back == "" || u.Host != c.Request().Host {
 		back = "/studio/"
 	}
 	return c.Redirect(http.StatusSeeOther, back)
+}
+
+// visibleAlerts are the open alerts the viewer may see: a database's only
+// to those who may read it, the certificates' only to those who may manage
+// certificates.
+func (s *Studio) visibleAlerts(ctx context.Context) []alerts.Alert {
+	all := s.Alerts.List()
+	id := auth.FromContext(ctx)
+	out := all[:0]
+	for _, a := range all {
+		switch {
+		case a.Database != "" && !id.Allows(auth.DatabaseRead, a.Database):
+		case strings.HasPrefix(a.Key, certAlertPrefix) && !id.Allows(auth.OperatorOnly, ""):
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
 }

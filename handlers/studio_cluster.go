@@ -285,6 +285,9 @@ func (s *Studio) clusterAdd(c echo.Context) error {
 	}
 	// The node answered with its tag and has applied the join: this
 	// node's copy of the state holds the nonce that proves it.
+	if err := s.Cluster.WaitApplied(ctx, index); err != nil {
+		return redirectFlash(c, clusterPath, "Node "+n.Tag+" caught up, but this node has not applied its join yet: "+err.Error(), true)
+	}
 	nonce := s.Cluster.JoinNonce(n.Tag)
 	if s.Cluster.IsLeader() {
 		err = s.Cluster.Promote(ctx, n.Tag, nonce)

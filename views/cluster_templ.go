@@ -644,73 +644,97 @@ func clusterActions(d ClusterData) templ.Component {
 			templ_7745c5c3_Var32 = templ.NopComponent
 		}
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "<section class=\"card cluster-actions\" aria-labelledby=\"cluster-actions-title\"><h2 id=\"cluster-actions-title\">Membership</h2><p class=\"muted\">Actions go to the leader; on a follower this node forwards them.</p><details class=\"danger-zone\" data-testid=\"stepdown\"><summary data-testid=\"stepdown-open\">Step down the leader…</summary><form method=\"post\" action=\"/studio/cluster/stepdown\" class=\"confirm-form\"><p>The leader (")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var33 string
-		templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(leaderSummary(d))
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `cluster.templ`, Line: 201, Col: 37}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var33))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 48, ") hands leadership to another voter. Cluster writes pause for the moment the transfer takes.</p><p><input type=\"checkbox\" id=\"stepdown-confirm\" name=\"confirm\" value=\"yes\" data-testid=\"stepdown-confirm\"> <label for=\"stepdown-confirm\">Yes, transfer the leadership</label></p><button type=\"submit\" class=\"danger\" data-testid=\"stepdown-submit\">Step down</button></form></details> <details class=\"danger-zone\" data-testid=\"remove-node\"><summary data-testid=\"remove-node-open\">Remove a node…</summary><form method=\"post\" action=\"/studio/cluster/remove\" class=\"confirm-form\"><p><label for=\"remove-node-tag\">Node</label> <select id=\"remove-node-tag\" name=\"tag\" data-testid=\"remove-node-tag\">")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		for _, n := range d.Nodes {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, "<option value=\"")
+		if Can(ctx, "POST", "/studio/cluster/stepdown", "") || Can(ctx, "POST", "/studio/cluster/remove", "") || Can(ctx, "POST", "/studio/cluster/add", "") {
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "<section class=\"card cluster-actions\" aria-labelledby=\"cluster-actions-title\"><h2 id=\"cluster-actions-title\">Membership</h2><p class=\"muted\">Actions go to the leader; on a follower this node forwards them.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			var templ_7745c5c3_Var34 string
-			templ_7745c5c3_Var34, templ_7745c5c3_Err = templ.JoinStringErrs(n.Tag)
-			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `cluster.templ`, Line: 216, Col: 28}
-			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var34))
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 50, "\">")
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			var templ_7745c5c3_Var35 string
-			templ_7745c5c3_Var35, templ_7745c5c3_Err = templ.JoinStringErrs(n.Tag)
-			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `cluster.templ`, Line: 217, Col: 15}
-			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var35))
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 51, " ")
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			if n.Self {
-				var templ_7745c5c3_Var36 string
-				templ_7745c5c3_Var36, templ_7745c5c3_Err = templ.JoinStringErrs(" (this node)")
+			if Can(ctx, "POST", "/studio/cluster/stepdown", "") {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 48, "<details class=\"danger-zone\" data-testid=\"stepdown\"><summary data-testid=\"stepdown-open\">Step down the leader…</summary><form method=\"post\" action=\"/studio/cluster/stepdown\" class=\"confirm-form\"><p>The leader (")
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `cluster.templ`, Line: 219, Col: 25}
+					return templ_7745c5c3_Err
 				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var36))
+				var templ_7745c5c3_Var33 string
+				templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(leaderSummary(d))
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `cluster.templ`, Line: 203, Col: 39}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var33))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, ") hands leadership to another voter. Cluster writes pause for the moment the transfer takes.</p><p><input type=\"checkbox\" id=\"stepdown-confirm\" name=\"confirm\" value=\"yes\" data-testid=\"stepdown-confirm\"> <label for=\"stepdown-confirm\">Yes, transfer the leadership</label></p><button type=\"submit\" class=\"danger\" data-testid=\"stepdown-submit\">Step down</button></form></details> ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 52, "</option>")
+			if Can(ctx, "POST", "/studio/cluster/remove", "") {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 50, "<details class=\"danger-zone\" data-testid=\"remove-node\"><summary data-testid=\"remove-node-open\">Remove a node…</summary><form method=\"post\" action=\"/studio/cluster/remove\" class=\"confirm-form\"><p><label for=\"remove-node-tag\">Node</label> <select id=\"remove-node-tag\" name=\"tag\" data-testid=\"remove-node-tag\">")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				for _, n := range d.Nodes {
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 51, "<option value=\"")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					var templ_7745c5c3_Var34 string
+					templ_7745c5c3_Var34, templ_7745c5c3_Err = templ.JoinStringErrs(n.Tag)
+					if templ_7745c5c3_Err != nil {
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `cluster.templ`, Line: 220, Col: 30}
+					}
+					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var34))
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 52, "\">")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					var templ_7745c5c3_Var35 string
+					templ_7745c5c3_Var35, templ_7745c5c3_Err = templ.JoinStringErrs(n.Tag)
+					if templ_7745c5c3_Err != nil {
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `cluster.templ`, Line: 221, Col: 17}
+					}
+					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var35))
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 53, " ")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+					if n.Self {
+						var templ_7745c5c3_Var36 string
+						templ_7745c5c3_Var36, templ_7745c5c3_Err = templ.JoinStringErrs(" (this node)")
+						if templ_7745c5c3_Err != nil {
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `cluster.templ`, Line: 223, Col: 27}
+						}
+						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var36))
+						if templ_7745c5c3_Err != nil {
+							return templ_7745c5c3_Err
+						}
+					}
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 54, "</option>")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 55, "</select></p><p><label for=\"remove-node-confirm\">Type the node's tag to remove it from the cluster</label> <input id=\"remove-node-confirm\" name=\"confirm\" autocomplete=\"off\" size=\"6\" data-testid=\"remove-node-confirm\"></p><button type=\"submit\" class=\"danger\" data-testid=\"remove-node-submit\">Remove</button></form></details> ")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			if Can(ctx, "POST", "/studio/cluster/add", "") {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 56, "<details data-testid=\"add-node\"><summary data-testid=\"add-node-open\">Add a node…</summary><form method=\"post\" action=\"/studio/cluster/add\" class=\"confirm-form\"><p class=\"muted\">Start the new node first (with its own <code>--raft-addr</code>); it joins as a voter and catches up from the leader.</p><p class=\"row-form\"><label for=\"add-node-tag\">Tag</label> <input id=\"add-node-tag\" name=\"tag\" required pattern=\"[A-Z]{1,4}\" size=\"5\" autocomplete=\"off\" placeholder=\"D\" data-testid=\"add-node-tag\"> <label for=\"add-node-url\">HTTP URL</label> <input id=\"add-node-url\" name=\"url\" type=\"url\" required autocomplete=\"off\" placeholder=\"http://10.0.0.4:8080\" data-testid=\"add-node-url\"> <label for=\"add-node-raft\">Raft address</label> <input id=\"add-node-raft\" name=\"raftAddr\" required autocomplete=\"off\" placeholder=\"10.0.0.4:7000\" data-testid=\"add-node-raft\"></p><p><input type=\"checkbox\" id=\"add-node-confirm\" name=\"confirm\" value=\"yes\" data-testid=\"add-node-confirm\"> <label for=\"add-node-confirm\">Yes, add it as a voter (it counts toward the quorum at once)</label></p><button type=\"submit\" data-testid=\"add-node-submit\">Add node</button></form></details>")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 57, "</section>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 53, "</select></p><p><label for=\"remove-node-confirm\">Type the node's tag to remove it from the cluster</label> <input id=\"remove-node-confirm\" name=\"confirm\" autocomplete=\"off\" size=\"6\" data-testid=\"remove-node-confirm\"></p><button type=\"submit\" class=\"danger\" data-testid=\"remove-node-submit\">Remove</button></form></details> <details data-testid=\"add-node\"><summary data-testid=\"add-node-open\">Add a node…</summary><form method=\"post\" action=\"/studio/cluster/add\" class=\"confirm-form\"><p class=\"muted\">Start the new node first (with its own <code>--raft-addr</code>); it joins as a voter and catches up from the leader.</p><p class=\"row-form\"><label for=\"add-node-tag\">Tag</label> <input id=\"add-node-tag\" name=\"tag\" required pattern=\"[A-Z]{1,4}\" size=\"5\" autocomplete=\"off\" placeholder=\"D\" data-testid=\"add-node-tag\"> <label for=\"add-node-url\">HTTP URL</label> <input id=\"add-node-url\" name=\"url\" type=\"url\" required autocomplete=\"off\" placeholder=\"http://10.0.0.4:8080\" data-testid=\"add-node-url\"> <label for=\"add-node-raft\">Raft address</label> <input id=\"add-node-raft\" name=\"raftAddr\" required autocomplete=\"off\" placeholder=\"10.0.0.4:7000\" data-testid=\"add-node-raft\"></p><p><input type=\"checkbox\" id=\"add-node-confirm\" name=\"confirm\" value=\"yes\" data-testid=\"add-node-confirm\"> <label for=\"add-node-confirm\">Yes, add it as a voter (it counts toward the quorum at once)</label></p><button type=\"submit\" data-testid=\"add-node-submit\">Add node</button></form></details></section>")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
 		}
 		return nil
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/rookerydb/rookery/backend/alerts"
+	"github.com/rookerydb/rookery/backend/auth"
 )
 
 // Fragment is a live region of a page: the element with this id is replaced
@@ -36,6 +37,8 @@ const (
 	NavReplication   = "replication"
 	NavConflicts     = "conflicts"
 	NavSubscriptions = "subscriptions"
+	NavCertificates  = "certificates"
+	NavAudit         = "audit"
 )
 
 // Chrome is what the layout needs around a page.
@@ -54,6 +57,15 @@ type Chrome struct {
 	FlashError bool
 	// Conflicts is the number of conflicted documents in Database.
 	Conflicts int
+	// NodeURL is the URL of the node the page reads (NodeTag's).
+	NodeURL string
+	// Who is the viewer's identity (nil when anonymous); Unsecured names
+	// who may call an unsecured node (--unsecured-access-allowed: "Local",
+	// ...), "" on a secured node.
+	Who       *auth.Identity
+	Unsecured string
+	// Now is when the page was rendered (expiry badges).
+	Now time.Time
 }
 
 // LiveURL is the websocket path the page's script connects to.

@@ -558,7 +558,7 @@ func ConflictLogPage(p LogPageData) templ.Component {
 						return templ_7745c5c3_Err
 					}
 				}
-				if !v.Kept {
+				if !v.Kept && Can(ctx, "POST", "/studio/db/:db/conflicts/log/restore", p.DB) {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 50, "<details class=\"danger-zone\" data-testid=\"restore\"><summary data-testid=\"restore-open\">Restore this version…</summary><form method=\"post\" action=\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err

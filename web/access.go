@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"html/template"
@@ -15,6 +16,7 @@ import (
 	"github.com/rookerydb/rookery/backend/auth"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/handlers"
+	"github.com/rookerydb/rookery/views"
 )
 
 // rule is what a route requires of its caller, and whether the route is an
@@ -46,6 +48,15 @@ var (
 func (r rule) audited(action, target string) rule {
 	r.audit, r.target = action, target
 	return r
+}
+
+// need is the level a route of this rule asks of its caller for database
+// db: an optional database lowers a database level when absent.
+func (r rule) need(db string) auth.Level {
+	if r.level.Database() && db == "" && strings.HasSuffix(r.db, "?") {
+		return auth.Authenticated
+	}
+	return r.level
 }
 
 func on(level auth.Level, db string) rule { return rule{level: level, db: db} }
@@ -161,6 +172,12 @@ var routeRules = map[string]rule{
 	"POST /studio/cluster/remove":   clusterAdm.audited("cluster.remove", "form:tag"),
 	"POST /studio/cluster/stepdown": clusterAdm.audited("cluster.stepdown", ""),
 	"GET /studio/live":              on(auth.DatabaseRead, "query:db?"),
+	// Certificates: an Operator manages Operator and ValidUser
+	// certificates, only a ClusterAdmin the others (the handlers check).
+	"GET /studio/certificates":         operator,
+	"POST /studio/certificates":        operator.audited("certificate.put", ""),
+	"POST /studio/certificates/revoke": operator.audited("certificate.delete", "form:thumbprint"),
+	"GET /studio/audit":                operator,
 
 	"GET /studio/db/:db/documents":                    dbRead,
 	"GET /studio/db/:db/doc":                          dbRead,
@@ -189,6 +206,35 @@ var routeRules = map[string]rule{
 	"GET /studio/db/:db/subscriptions":                dbRead,
 	"POST /studio/db/:db/subscriptions":               dbAdmin.audited("subscription.action", "form:action"),
 	"GET /studio/db/:db/subscriptions/*":              dbRead,
+}
+
+// permitFor is what the studio's pages may offer id: the same rules as
+// authorize applies, so an action is shown exactly when it would be
+// allowed (views.Can).
+func permitFor(id *auth.Identity) views.Permit {
+	return func(method, route, db string) bool {
+		r, ok := routeRules[method+" "+route]
+		return ok && id.Allows(r.need(db), db)
+	}
+}
+
+// reauthorize identifies a live page's caller again before each update
+// (web/live.go): a certificate revoked since the page connected gets
+// nothing more, and one whose clearance or permissions changed gets what
+// it may see now. It returns ctx carrying the identity and its permit.
+func (s *Server) reauthorize(ctx context.Context, r *http.Request) (context.Context, error) {
+	id, err := s.sec.identify(r)
+	if err == nil && id == nil {
+		err = auth.ErrNoCertificate
+	}
+	if err != nil {
+		return nil, err
+	}
+	db := r.URL.Query().Get("db")
+	if need := routeRules["GET /studio/live"].need(db); !id.Allows(need, db) {
+		return nil, id.Refusal(need, db)
+	}
+	return views.WithPermit(auth.WithIdentity(ctx, id), permitFor(id)), nil
 }
 
 // ruleFor finds the rule of the route a request matched ("ANY" rules
@@ -234,17 +280,15 @@ func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 		req := c.Request()
 		id, idErr := s.sec.identify(req)
 		if id != nil {
-			c.SetRequest(req.WithContext(auth.WithIdentity(req.Context(), id)))
+			ctx := auth.WithIdentity(req.Context(), id)
+			c.SetRequest(req.WithContext(views.WithPermit(ctx, permitFor(id))))
 		}
 		if r.level != auth.Public {
 			db := ""
-			level := r.level
-			if level.Database() {
+			if r.level.Database() {
 				db = databaseOf(c, r.db)
-				if db == "" && strings.HasSuffix(r.db, "?") {
-					level = auth.Authenticated
-				}
 			}
+			level := r.need(db)
 			if idErr != nil || id == nil || !id.Allows(level, db) {
 				err := idErr
 				if err == nil && id == nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rookerydb/rookery/backend/auth"
 	"log/slog"
 	"math"
 	"net/http"
@@ -49,6 +50,10 @@ type Hub struct {
 	// renders bounds how many pages render at once, so a wake-up of every
 	// page holds at most cap(renders) renders in memory.
 	renders chan struct{}
+
+	// reauthorize, when set, checks the page's caller again before each
+	// update and gives the context to render with (its identity now).
+	reauthorize func(ctx context.Context, r *http.Request) (context.Context, error)
 
 	mu      sync.Mutex
 	clients map[*liveClient]struct{}
@@ -196,7 +201,9 @@ func (h *Hub) Serve(c echo.Context) error {
 		return nil // Accept has answered
 	}
 	defer conn.CloseNow()
-	cl := &liveClient{key: q.Encode(), page: page, db: strings.ToLower(q.Get("db")), q: q, ticks: h.render.WantsTicks(page), dirty: make(chan struct{}, 1)}
+	// Pages share a render only when they show the same thing to the same
+	// caller: what a page offers depends on who looks at it.
+	cl := &liveClient{key: q.Encode() + "|" + viewerKey(c.Request()), page: page, db: strings.ToLower(q.Get("db")), q: q, ticks: h.render.WantsTicks(page), dirty: make(chan struct{}, 1)}
 	h.mu.Lock()
 	h.clients[cl] = struct{}{}
 	h.keys[cl.key]++
@@ -245,7 +252,15 @@ func (h *Hub) Serve(c echo.Context) error {
 		case <-cl.dirty:
 		default:
 		}
-		msg, err := h.sharedMessage(ctx, cl)
+		rctx := ctx
+		if h.reauthorize != nil {
+			if rctx, err = h.reauthorize(ctx, c.Request()); err != nil {
+				// Revoked, or no longer allowed this page: no more updates.
+				conn.Close(websocket.StatusPolicyViolation, "access refused")
+				return nil
+			}
+		}
+		msg, err := h.sharedMessage(rctx, cl)
 		if err != nil {
 			h.log.Warn("live render failed", "page", cl.page, "error", err)
 			continue
@@ -371,4 +386,14 @@ func (h *Hub) message(ctx context.Context, cl *liveClient) ([]byte, error) {
 func (h *Hub) oversize(cl *liveClient, id string) {
 	h.oversized.Inc()
 	h.log.Debug("live fragment left out: over the message size bound", "page", cl.page, "fragment", id, "bound", h.maxMessage)
+}
+
+// viewerKey names who a live page is rendered for (its certificate, or
+// the unsecured admin every caller of an unsecured node is).
+func viewerKey(r *http.Request) string {
+	id := auth.FromContext(r.Context())
+	if id == nil {
+		return "-"
+	}
+	return id.Thumbprint + "/" + string(id.Clearance) + "/" + id.Name
 }

@@ -352,10 +352,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	api.Register(e)
 	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs,
-		Nodes: s.nodes, Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize}
+		Nodes: s.nodes, Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize, API: api}
+	if !sec.secured {
+		s.studio.UnsecuredAccess = accessName(sec.access)
+	}
 	s.studio.Register(e)
 	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
 	s.hub.maxClients = cfg.MaxLivePages
+	s.hub.reauthorize = s.reauthorize
 	s.bulk.OnChange = s.hub.Notify
 	s.subs.OnChange = s.hub.Notify
 	e.GET("/studio/live", s.hub.Serve)

@@ -322,13 +322,13 @@ func (c *Cluster) Identities(db string) map[string]int64 { return c.fsm.identiti
 // TopologyEtag changes whenever nodes or database membership change.
 func (c *Cluster) TopologyEtag() int64 { return max(c.fsm.topologyEtag(), 1) }
 
-// AppliedIndex is the last log index this node applied.
-func (c *Cluster) AppliedIndex() uint64 { return c.raft.AppliedIndex() }
+// AppliedIndex is the last log index this node's state machine applied.
+func (c *Cluster) AppliedIndex() uint64 { return c.fsm.applied.Load() }
 
-// Barrier waits until this node has applied everything committed before
+// WaitApplied waits until this node has applied everything committed before
 // the call (used after a write forwarded to the leader).
 func (c *Cluster) WaitApplied(ctx context.Context, index uint64) error {
-	for c.raft.AppliedIndex() < index {
+	for c.fsm.applied.Load() < index {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

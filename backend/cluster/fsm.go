@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -55,6 +56,9 @@ type state struct {
 	JoinNonces map[string]string `json:",omitempty"`
 	// TopologyEtag moves whenever nodes or database membership change.
 	TopologyEtag int64
+	// AppliedIndex is the log index the state reflects (kept in snapshots,
+	// so a restored state knows it).
+	AppliedIndex uint64 `json:",omitempty"`
 }
 
 func newState() *state {
@@ -143,6 +147,10 @@ type fsm struct {
 	mu       sync.RWMutex
 	st       *state
 	onChange func()
+	// applied is the last log index this state machine has applied (Raft's
+	// own AppliedIndex moves when entries are handed to the state machine,
+	// a moment before they are applied).
+	applied atomic.Uint64
 }
 
 func (f *fsm) Apply(l *raft.Log) any {
@@ -150,16 +158,30 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if err != nil {
 		// The leader validates before appending; this refuses what an older
 		// log, or a leader without the rule, let in.
+		f.applied.Store(l.Index)
 		return Result{Err: err.Error(), Kind: "invalid", Index: l.Index}
 	}
 	f.mu.Lock()
 	r := f.apply(&c, l.Index)
+	f.st.AppliedIndex = l.Index
 	f.mu.Unlock()
+	f.applied.Store(l.Index)
 	r.Index = l.Index
 	if f.onChange != nil {
 		f.onChange()
 	}
 	return r
+}
+
+// StoreConfiguration is raft.ConfigurationStore: configuration entries do
+// not reach Apply, but they move what this state machine has seen.
+func (f *fsm) StoreConfiguration(index uint64, _ raft.Configuration) {
+	f.mu.Lock()
+	f.st.AppliedIndex = max(f.st.AppliedIndex, index)
+	f.mu.Unlock()
+	if index > f.applied.Load() {
+		f.applied.Store(index)
+	}
 }
 
 func (f *fsm) apply(c *Command, index uint64) Result {
@@ -366,6 +388,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.st = st
 	f.mu.Unlock()
+	f.applied.Store(st.AppliedIndex)
 	if f.onChange != nil {
 		f.onChange()
 	}

@@ -304,7 +304,9 @@ func TestSecuredCluster(t *testing.T) {
 		if st, b, err := callWith(sc.admin, "PUT", sc.byTag["B"].url+"/admin/certificates", body); err != nil || st != http.StatusNoContent {
 			t.Fatalf("register reader: %d %v %s", st, err, b)
 		}
-		var list struct{ Results []struct{ Thumbprint, SecurityClearance string } }
+		var list struct {
+			Results []struct{ Thumbprint, SecurityClearance string }
+		}
 		if err := getJSONWith(sc.admin, sc.byTag["A"].url+"/admin/certificates", &list); err != nil {
 			t.Fatal(err)
 		}

@@ -304,12 +304,20 @@ func TestSecuredCluster(t *testing.T) {
 		if st, b, err := callWith(sc.admin, "PUT", sc.byTag["B"].url+"/admin/certificates", body); err != nil || st != http.StatusNoContent {
 			t.Fatalf("register reader: %d %v %s", st, err, b)
 		}
-		var list struct {
-			Results []struct{ Thumbprint, SecurityClearance string }
-		}
-		if err := getJSONWith(sc.admin, sc.byTag["A"].url+"/admin/certificates", &list); err != nil {
-			t.Fatal(err)
-		}
+		eventually(t, 10*time.Second, "A lists the reader", func() (bool, string) {
+			var list struct {
+				Results []struct{ Thumbprint, SecurityClearance string }
+			}
+			if err := getJSONWith(sc.admin, sc.byTag["A"].url+"/admin/certificates", &list); err != nil {
+				return false, err.Error()
+			}
+			for _, c := range list.Results {
+				if c.Thumbprint == readerTP {
+					return c.SecurityClearance == "ValidUser", fmt.Sprintf("%+v", c)
+				}
+			}
+			return false, fmt.Sprintf("%+v", list.Results)
+		})
 		// The registration is a Raft write: each node has it once it
 		// applied it.
 		for _, n := range sc.nodes {

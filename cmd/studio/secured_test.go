@@ -451,6 +451,8 @@ func identityFailover(t *testing.T, sc *securedCluster, db string) {
 
 	time.Sleep(time.Second)
 	old := sc.leader(t)
+	preferred := store.RequestExecutor().Topology().Nodes[0].ClusterTag
+	failoversBefore := store.RequestExecutor().FailoverCount()
 	killed.Store(true)
 	old.kill9()
 	survivors := sc.others(old)
@@ -508,6 +510,11 @@ func identityFailover(t *testing.T, sc *securedCluster, db string) {
 	}
 	if afterKill == 0 {
 		t.Fatal("no identity acknowledged after the kill")
+	}
+	failovers := store.RequestExecutor().FailoverCount() - failoversBefore
+	t.Logf("%d identities after the kill; the writers' store preferred %s, failed over %d times", afterKill, preferred, failovers)
+	if preferred == old.name && failovers == 0 {
+		t.Errorf("the store was writing to %s, which was killed, yet never failed over", old.name)
 	}
 
 	// Every acknowledged document is on every node with its writer's

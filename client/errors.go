@@ -82,8 +82,9 @@ var ErrAuthorization = errors.New("rookery: not authorized")
 // certificate saving, a database it has no permission on).
 type AuthorizationError struct {
 	ServerError
-	// NoCertificate is set when the store presented no certificate
-	// (Conventions.Certificate is nil) to an https node.
+	// NoCertificate is set when the store presented no certificate to an
+	// https node (Conventions.Certificate is nil, and no HTTPClient of the
+	// application's own could have presented one).
 	NoCertificate bool
 }
 

@@ -473,7 +473,7 @@ func (e *RequestExecutor) installTopology(t Topology, force bool) {
 // says when the store has no certificate to present.
 func (e *RequestExecutor) errorFrom(method, url string, resp *response) error {
 	err := errorFromResponse(e.database, method, url, resp.status, resp.header, resp.body)
-	if ae, ok := err.(*AuthorizationError); ok && e.conv.Certificate == nil && strings.HasPrefix(url, "https:") {
+	if ae, ok := err.(*AuthorizationError); ok && e.ownsHTTP && e.conv.Certificate == nil && strings.HasPrefix(url, "https:") {
 		ae.NoCertificate = true
 	}
 	return err

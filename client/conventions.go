@@ -61,7 +61,7 @@ type Conventions struct {
 	// HTTPClient is used for every request when set. By default the store
 	// makes its own client with keep-alive connections (and Certificate and
 	// TrustedCAs in its TLS configuration; a client given here brings its
-	// own).
+	// own, while subscription workers still use Certificate and TrustedCAs).
 	HTTPClient *http.Client
 
 	// Certificate is the client certificate presented to the nodes: on a

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"net/http"
 	"reflect"
@@ -57,8 +59,24 @@ type Conventions struct {
 	CloseTimeout time.Duration
 
 	// HTTPClient is used for every request when set. By default the store
-	// makes its own client with keep-alive connections.
+	// makes its own client with keep-alive connections (and Certificate and
+	// TrustedCAs in its TLS configuration; a client given here brings its
+	// own, while subscription workers still use Certificate and TrustedCAs).
 	HTTPClient *http.Client
+
+	// Certificate is the client certificate presented to the nodes: on a
+	// secured cluster (https URLs) it is the application's identity, and
+	// its registration decides what it may do (see LoadCertificate). It is
+	// used for every request (topology, failover, operations) and for
+	// subscription workers. A certificate with http URLs is refused, as in
+	// RavenDB's clients. Without one, a secured node answers every
+	// request but whoami with a 403, an *AuthorizationError.
+	Certificate *tls.Certificate
+
+	// TrustedCAs are the authorities the nodes' certificates must chain to
+	// (the cluster's ca.pem, see LoadTrustedCAs). Nil trusts the system's
+	// roots only.
+	TrustedCAs *x509.CertPool
 
 	// OnRequest, when set, is called after every HTTP request the store
 	// makes (including failed attempts), from the goroutine that made it.

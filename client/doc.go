@@ -67,11 +67,44 @@
 // The RequestExecutor fetches the database topology (GET /topology) on first
 // use and sends requests to its nodes, trying the next node (and then the
 // store's other URLs) on network errors, 408, 410, 425 and 5xx. A database
-// missing everywhere yields *DatabaseDoesNotExistError; other server errors
-// are *ServerError with the server's exception Type and Message. GET
+// missing everywhere yields *DatabaseDoesNotExistError; a refusal of the
+// client's identity (401, 403) yields *AuthorizationError at once, without
+// trying other nodes; other server errors are *ServerError with the
+// server's exception Type and Message. GET
 // responses that carry an ETag are cached (bounded by
 // Conventions.MaxHTTPCacheSize) and revalidated with If-None-Match, so a
 // repeated load is answered by a bodiless 304.
+//
+// # Secured clusters (TLS and client certificates)
+//
+// A secured cluster (one set up with `studio setup`) serves https and knows
+// its clients by the certificate they present. Give the store the client
+// certificate and the cluster's CA before its first use:
+//
+//	cert, err := client.LoadCertificate("certs/admin.pem") // certificate + key, one PEM file
+//	cas, err := client.LoadTrustedCAs("certs/ca.pem")
+//	conv := client.DefaultConventions()
+//	conv.Certificate = cert
+//	conv.TrustedCAs = cas
+//	store := client.NewDocumentStoreWithConventions([]string{
+//		"https://10.0.0.1:8080", "https://10.0.0.2:8080", "https://10.0.0.3:8080"}, "shop", conv)
+//
+// Every request (topology, failover, operations) presents the certificate,
+// and the nodes' certificates must chain to TrustedCAs (the system's roots
+// when nil) and name the host of the URL. A certificate with http URLs is
+// refused before any request, and so are URLs that mix http and https.
+// Without a certificate, a secured node refuses everything but whoami.
+//
+// What a certificate may do is what the cluster registered for it
+// (ClusterAdmin, Operator, or ValidUser with Read, ReadWrite or Admin per
+// database). Refusals are errors that match ErrAuthorization:
+//
+//	var ae *client.AuthorizationError
+//	if errors.Is(err, client.ErrAuthorization) { ... no certificate, an unknown one, or not allowed ... }
+//	if errors.As(err, &ae) && ae.NoCertificate { ... the store presented none ... }
+//
+// so a read-only certificate loads, and its SaveChanges fails with an
+// *AuthorizationError (status 403, Type "InvalidAuth").
 //
 // # Data subscriptions
 //
@@ -98,7 +131,7 @@
 //
 // The worker uses the same TCP protocol as RavenDB's clients: it asks a
 // node where to connect (GET /info/remote-task/tcp, through the request
-// executor, so with its failover), opens a plain TCP connection there (on
+// executor, so with its failover), opens a TCP connection there (on
 // Rookery, the HTTP port), and exchanges concatenated JSON messages: a
 // header, the connection options, the server's connection status, then
 // batches of Data messages ending with EndOfBatch, each answered by an
@@ -114,7 +147,16 @@
 // worker (ErrSubscriptionInUse, see the OpenIfFree, TakeOver and
 // WaitForFree strategies) or closed, disabled or dropped
 // (ErrSubscriptionClosed). With CloseWhenNoDocsLeft it returns nil once
-// everything was processed. TLS is not used.
+// everything was processed.
+//
+// On a secured cluster the node's answer carries its certificate, and the
+// worker connects with TLS, presents Conventions.Certificate, and accepts
+// the node only if it presents exactly the certificate it announced (and,
+// with TrustedCAs set, one that chains to them), as RavenDB's clients do.
+// The worker's certificate needs Read access to the database; a refusal
+// ends Run with an error matching ErrAuthorization (a *SubscriptionError
+// with Status AuthorizationFailed when the TCP handshake refused it), with
+// no retry.
 //
 // # Maintenance
 //

@@ -69,6 +69,39 @@ func (e *ConcurrencyError) Error() string { return e.ServerError.Error() }
 // Unwrap exposes the underlying ServerError to errors.As.
 func (e *ConcurrencyError) Unwrap() error { return &e.ServerError }
 
+// ErrAuthorization is what every refusal of the client's identity matches
+// with errors.Is: an *AuthorizationError (HTTP 401 or 403, RavenDB's
+// InvalidAuth), and a subscription worker refused with AuthorizationFailed
+// (a *SubscriptionError). The same certificate is refused by every node, so
+// the request executor does not try the other nodes.
+var ErrAuthorization = errors.New("rookery: not authorized")
+
+// AuthorizationError is a request the server refused because of who the
+// client is (HTTP 401 or 403): no certificate, a certificate the cluster
+// does not know, or one without the access the request needs (a read-only
+// certificate saving, a database it has no permission on).
+type AuthorizationError struct {
+	ServerError
+	// NoCertificate is set when the store presented no certificate to an
+	// https node (Conventions.Certificate is nil, and no HTTPClient of the
+	// application's own could have presented one).
+	NoCertificate bool
+}
+
+func (e *AuthorizationError) Error() string {
+	msg := e.ServerError.Error()
+	if e.NoCertificate {
+		msg += " (this store presents no client certificate: set Conventions.Certificate, see LoadCertificate)"
+	}
+	return msg
+}
+
+// Unwrap exposes the underlying ServerError to errors.As.
+func (e *AuthorizationError) Unwrap() error { return &e.ServerError }
+
+// Is matches ErrAuthorization.
+func (e *AuthorizationError) Is(target error) bool { return target == ErrAuthorization }
+
 // DatabaseDoesNotExistError says the database is missing on every node the
 // store could reach.
 type DatabaseDoesNotExistError struct {
@@ -128,6 +161,9 @@ func errorFromResponse(database, method, url string, status int, header http.Hea
 		var c struct{ DocId string }
 		_ = json.Unmarshal(body, &c)
 		return &DocumentConflictError{ServerError: se, DocID: c.DocId}
+	}
+	if status == http.StatusUnauthorized || status == http.StatusForbidden || env.Type == "InvalidAuth" || strings.HasSuffix(env.Type, "AuthorizationException") {
+		return &AuthorizationError{ServerError: se}
 	}
 	if status == http.StatusConflict || strings.HasSuffix(env.Type, "ConcurrencyException") {
 		return &ConcurrencyError{ServerError: se}

@@ -37,7 +37,8 @@ type Topology struct {
 // RequestExecutor sends HTTP requests for one database (or, for server-wide
 // operations, for no database) to the nodes of its topology. It fetches the
 // topology on first use, fails over to the next node on network errors,
-// 408, 410, 425 and 5xx, and keeps an HTTP cache for GET requests.
+// 408, 410, 425 and 5xx, and keeps an HTTP cache for GET requests. A 401 or
+// 403 (*AuthorizationError) is not a node failure: it is returned at once.
 type RequestExecutor struct {
 	database    string // "" for the server-wide executor
 	initialURLs []string
@@ -83,6 +84,8 @@ func newRequestExecutor(database string, urls []string, conv *Conventions) *Requ
 			MaxIdleConns:        256,
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     90 * time.Second,
+			TLSHandshakeTimeout: 10 * time.Second,
+			TLSClientConfig:     httpsTLSConfig(conv),
 		}}
 	}
 	if database == "" || conv.DisableTopologyUpdates {
@@ -212,7 +215,7 @@ func (e *RequestExecutor) execute(ctx context.Context, r *request) (*response, e
 			st.preferred.Store(int32(idx))
 		}
 		if resp.status >= 400 && resp.status != http.StatusNotFound {
-			return nil, errorFromResponse(e.database, r.method, url, resp.status, resp.header, resp.body)
+			return nil, e.errorFrom(r.method, url, resp)
 		}
 		return resp, nil
 	}
@@ -349,7 +352,7 @@ func (e *RequestExecutor) ensureTopology(ctx context.Context) error {
 	err := e.fetchTopology(ctx, urls, "first-topology-update", true)
 	if err != nil {
 		var dm *DatabaseDoesNotExistError
-		if errors.As(err, &dm) || ctx.Err() != nil {
+		if errors.As(err, &dm) || errors.Is(err, ErrAuthorization) || ctx.Err() != nil {
 			return err
 		}
 		// No node answered: use the store's URLs; requests will fail or
@@ -404,9 +407,11 @@ func (e *RequestExecutor) fetchTopology(ctx context.Context, urls []string, debu
 			continue
 		}
 		if resp.status != http.StatusOK {
-			ferr := errorFromResponse(e.database, http.MethodGet, url, resp.status, resp.header, resp.body)
+			ferr := e.errorFrom(http.MethodGet, url, resp)
 			var dm *DatabaseDoesNotExistError
-			if errors.As(ferr, &dm) {
+			if errors.As(ferr, &dm) || errors.Is(ferr, ErrAuthorization) {
+				// The same answer on every node: the database is missing,
+				// or this certificate may not use it.
 				return ferr
 			}
 			errs = append(errs, ferr)
@@ -462,6 +467,16 @@ func (e *RequestExecutor) installTopology(t Topology, force bool) {
 		}
 	}
 	e.topo.Store(st)
+}
+
+// errorFrom maps a failed response to an error; an authorization refusal
+// says when the store has no certificate to present.
+func (e *RequestExecutor) errorFrom(method, url string, resp *response) error {
+	err := errorFromResponse(e.database, method, url, resp.status, resp.header, resp.body)
+	if ae, ok := err.(*AuthorizationError); ok && e.ownsHTTP && e.conv.Certificate == nil && strings.HasPrefix(url, "https:") {
+		ae.NoCertificate = true
+	}
+	return err
 }
 
 func (e *RequestExecutor) close() {

@@ -83,6 +83,16 @@ func (s *DocumentStore) URLs() []string { return append([]string(nil), s.urls...
 func (s *DocumentStore) init() error {
 	s.initOnce.Do(func() {
 		s.conv = s.Conventions.withDefaults()
+		if s.conv.Certificate != nil && s.urlErr == nil {
+			for _, u := range s.urls {
+				if strings.HasPrefix(u, "http:") {
+					// As RavenDB's clients: a certificate means a secured
+					// cluster, which is never spoken to in clear text.
+					s.urlErr = fmt.Errorf("rookery: the URL %s is http, but a client certificate is set (Conventions.Certificate): a secured cluster needs https URLs", u)
+					break
+				}
+			}
+		}
 		s.types = &typeCache{conv: s.conv}
 		s.executor = newRequestExecutor(s.database, s.urls, s.conv)
 		s.serverExec = newRequestExecutor("", s.urls, s.conv)

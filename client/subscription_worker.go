@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,8 +59,10 @@ type Worker struct {
 	opts    WorkerOptions
 	running atomic.Bool
 
-	// Test hooks: afterOptions gets each connection once the options were
-	// sent, afterAck once an acknowledgement was sent on it.
+	// Test hooks: afterLocate gets where the worker is about to connect,
+	// afterOptions each connection once the options were sent, afterAck
+	// once an acknowledgement was sent on it.
+	afterLocate  func(*tcpInfo)
 	afterOptions func(net.Conn)
 	afterAck     func(net.Conn)
 }
@@ -150,6 +153,11 @@ func (e *handlerError) Error() string { return e.err.Error() }
 //     a *SubscriptionError (errors.Is ErrSubscriptionNotFound,
 //     ErrSubscriptionInUse, ErrSubscriptionClosed, ErrSubscriptionInvalid),
 //     or *DatabaseDoesNotExistError;
+//   - the node refuses the store's certificate (none, unknown, or without
+//     read access to the database): Run returns an error that is
+//     ErrAuthorization (an *AuthorizationError from the HTTP request
+//     locating the node, or a *SubscriptionError with Status
+//     AuthorizationFailed from the TCP handshake);
 //   - CloseWhenNoDocsLeft is set and nothing is left: Run returns nil.
 //
 // Network errors, server errors and reconnect requests (Closed with
@@ -190,7 +198,7 @@ func (w *Worker) Run(ctx context.Context, handler func(ctx context.Context, b *B
 			if !se.retryable() {
 				return se
 			}
-		case errors.As(err, &dm), errors.Is(err, ErrStoreClosed):
+		case errors.As(err, &dm), errors.Is(err, ErrStoreClosed), errors.Is(err, ErrAuthorization):
 			return err
 		}
 		if w.opts.OnError != nil {
@@ -218,6 +226,9 @@ type tcpInfo struct {
 	URL     string   `json:"Url"`
 	URLs    []string `json:"Urls"`
 	NodeTag string
+	// Certificate is the node's certificate (base64 DER) on a secured
+	// node: the worker connects with TLS and the node must present it.
+	Certificate string
 }
 
 // locate asks the database's nodes (with the executor's failover) where
@@ -235,7 +246,7 @@ func (w *Worker) locate(ctx context.Context) (*tcpInfo, error) {
 		return nil, err
 	}
 	if resp.status != http.StatusOK {
-		return nil, errorFromResponse(db, http.MethodGet, "/info/remote-task/tcp", resp.status, resp.header, resp.body)
+		return nil, e.errorFrom(http.MethodGet, "/info/remote-task/tcp", resp)
 	}
 	var info tcpInfo
 	if err := json.Unmarshal(resp.body, &info); err != nil {
@@ -244,8 +255,11 @@ func (w *Worker) locate(ctx context.Context) (*tcpInfo, error) {
 	return &info, nil
 }
 
-// dial connects to the first reachable address of info (Urls, then Url).
-func dial(ctx context.Context, info *tcpInfo) (net.Conn, error) {
+// dial connects to the first reachable address of info (Urls, then Url),
+// with TLS when the node announced its certificate or the store speaks
+// https (see workerTLSConfig).
+func (w *Worker) dial(ctx context.Context, info *tcpInfo) (net.Conn, error) {
+	secured := info.Certificate != "" || strings.HasPrefix(w.store.urls[0], "https:")
 	var errs []error
 	seen := map[string]bool{}
 	for _, raw := range append(append([]string(nil), info.URLs...), info.URL) {
@@ -259,11 +273,24 @@ func dial(ctx context.Context, info *tcpInfo) (net.Conn, error) {
 			continue
 		}
 		d := net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-		c, err := d.DialContext(ctx, "tcp", u.Host)
+		if !secured {
+			c, err := d.DialContext(ctx, "tcp", u.Host)
+			if err == nil {
+				return c, nil
+			}
+			errs = append(errs, err)
+			continue
+		}
+		cfg, err := workerTLSConfig(w.store.conv, info.Certificate, u.Hostname())
+		if err != nil {
+			return nil, err
+		}
+		td := tls.Dialer{NetDialer: &d, Config: cfg}
+		c, err := td.DialContext(ctx, "tcp", u.Host)
 		if err == nil {
 			return c, nil
 		}
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("rookery: subscription connection to %s: %w", u.Host, err))
 	}
 	if len(errs) == 0 {
 		return nil, errors.New("rookery: the server gave no subscription address")
@@ -354,7 +381,10 @@ func (w *Worker) connection(ctx context.Context, handler func(context.Context, *
 	if err != nil {
 		return err
 	}
-	conn, err := dial(ctx, info)
+	if w.afterLocate != nil {
+		w.afterLocate(info)
+	}
+	conn, err := w.dial(ctx, info)
 	if err != nil {
 		return err
 	}
@@ -380,6 +410,11 @@ func (w *Worker) connection(ctx context.Context, handler func(context.Context, *
 		return err
 	} else if err := json.Unmarshal(raw, &hr); err != nil {
 		return err
+	}
+	if hr.Status == SubscriptionStatusAuthorizationFailed {
+		// The node does not accept this worker's certificate for the
+		// database; another attempt would be refused the same way.
+		return &SubscriptionError{Name: w.opts.Name, Status: hr.Status, Message: orDefault(hr.Message, "the node refused this worker's certificate")}
 	}
 	if hr.Status != "Ok" || hr.Version != subscriptionTCPVersion {
 		if hr.Status == "Ok" || hr.Status == "TcpVersionMismatch" {

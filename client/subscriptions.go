@@ -205,6 +205,9 @@ const (
 	SubscriptionStatusInvalid     = "Invalid"
 	SubscriptionStatusRedirect    = "Redirect"
 	SubscriptionStatusConcurrency = "ConcurrencyReconnect"
+	// SubscriptionStatusAuthorizationFailed is the TCP handshake's refusal
+	// of the worker's certificate; the error is also ErrAuthorization.
+	SubscriptionStatusAuthorizationFailed = "AuthorizationFailed"
 )
 
 // Sentinels a *SubscriptionError matches with errors.Is, by its Status.
@@ -236,7 +239,8 @@ func (e *SubscriptionError) Error() string {
 	return fmt.Sprintf("rookery: subscription: %s: %s", e.Status, msg)
 }
 
-// Is matches the sentinel of e's status (ErrSubscriptionNotFound, …).
+// Is matches the sentinel of e's status (ErrSubscriptionNotFound, …, and
+// ErrAuthorization for AuthorizationFailed).
 func (e *SubscriptionError) Is(target error) bool {
 	switch target {
 	case ErrSubscriptionNotFound:
@@ -247,6 +251,8 @@ func (e *SubscriptionError) Is(target error) bool {
 		return e.Status == SubscriptionStatusClosed
 	case ErrSubscriptionInvalid:
 		return e.Status == SubscriptionStatusInvalid
+	case ErrAuthorization:
+		return e.Status == SubscriptionStatusAuthorizationFailed
 	}
 	return false
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/rookerydb/rookery/backend/audit"
 	"github.com/rookerydb/rookery/backend/auth"
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/document"
 )
 
 // RavenDB's certificate endpoints (reference §3.6), over the registrations
@@ -164,6 +165,10 @@ func (a *API) deleteCertificate(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
+// ravenTime writes a date as RavenDB does (UTC, seven fraction digits):
+// the npm client cannot parse one without the fraction.
+func ravenTime(t time.Time) string { return t.UTC().Format(document.TimeFormat) }
+
 // certificateJSON is RavenDB's CertificateDefinition (CertificateMetadata
 // without the certificate's bytes).
 func certificateJSON(cert auth.Certificate, metadataOnly bool) map[string]any {
@@ -173,9 +178,9 @@ func certificateJSON(cert auth.Certificate, metadataOnly bool) map[string]any {
 	}
 	out := map[string]any{
 		"Name": cert.Name, "Thumbprint": cert.Thumbprint, "SecurityClearance": cert.SecurityClearance,
-		"Permissions": perms, "NotAfter": cert.NotAfter, "NotBefore": cert.NotBefore,
+		"Permissions": perms, "NotAfter": ravenTime(cert.NotAfter), "NotBefore": ravenTime(cert.NotBefore),
 		"PublicKeyPinningHash": cert.PublicKeyPinningHash, "CollectionPrimaryKey": "", "CollectionSecondaryKeys": []string{},
-		"Subject": cert.Subject, "Issuer": cert.Issuer, "Added": cert.Added, "AddedBy": cert.AddedBy,
+		"Subject": cert.Subject, "Issuer": cert.Issuer, "Added": ravenTime(cert.Added), "AddedBy": cert.AddedBy,
 	}
 	if !metadataOnly {
 		out["Certificate"] = cert.Certificate
@@ -239,7 +244,7 @@ func (a *API) whoAmI(c echo.Context) error {
 	}
 	var notAfter any
 	if !id.NotAfter.IsZero() {
-		notAfter = id.NotAfter.UTC()
+		notAfter = ravenTime(id.NotAfter)
 	}
 	return writeJSON(c, http.StatusOK, map[string]any{
 		"Name": id.Name, "Thumbprint": id.Thumbprint, "SecurityClearance": id.Clearance, "Permissions": perms,

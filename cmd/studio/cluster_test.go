@@ -56,6 +56,10 @@ type cnode struct {
 	dataDir  string
 	args     []string
 	logs     *syncBuf // every run of the node, in order
+	// dir is the process's working directory ("" for the test's); client
+	// makes the test's own requests (nil: plain HTTP, no credentials).
+	dir    string
+	client *http.Client
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -98,6 +102,7 @@ func (n *cnode) spawn(t *testing.T) {
 	}
 	fmt.Fprintf(n.logs, "----- test: %s %s\n", binary, strings.Join(n.args, " "))
 	cmd := exec.Command(binary, n.args...)
+	cmd.Dir = n.dir
 	cmd.Stdout = n.logs
 	cmd.Stderr = n.logs
 	if err := cmd.Start(); err != nil {
@@ -146,12 +151,20 @@ func (n *cnode) waitReady(t *testing.T, timeout time.Duration) {
 		if !n.running() {
 			t.Fatalf("node %s exited before it was ready; log:\n%s", n.name, n.logs.tail(60))
 		}
-		if st, _, err := call("GET", n.url+"/readyz", ""); err == nil && st == 200 {
+		if st, _, err := callWith(n.poll(), "GET", n.url+"/readyz", ""); err == nil && st == 200 {
 			return
 		}
 		time.Sleep(30 * time.Millisecond)
 	}
 	t.Fatalf("node %s not ready after %s; log:\n%s", n.name, timeout, n.logs.tail(60))
+}
+
+// poll is the client of the test's own short requests to n.
+func (n *cnode) poll() *http.Client {
+	if n.client != nil {
+		return n.client
+	}
+	return pollClient
 }
 
 func (n *cnode) start(t *testing.T) {
@@ -188,8 +201,10 @@ func call(method, u, body string) (int, []byte, error) {
 	return callWith(pollClient, method, u, body)
 }
 
-func getJSON(u string, v any) error {
-	st, b, err := call("GET", u, "")
+func getJSON(u string, v any) error { return getJSONWith(pollClient, u, v) }
+
+func getJSONWith(cl *http.Client, u string, v any) error {
+	st, b, err := callWith(cl, "GET", u, "")
 	if err != nil {
 		return err
 	}
@@ -217,7 +232,7 @@ type clusterTopology struct {
 
 func (n *cnode) topology() (clusterTopology, error) {
 	var ct clusterTopology
-	err := getJSON(n.url+"/cluster/topology", &ct)
+	err := getJSONWith(n.poll(), n.url+"/cluster/topology", &ct)
 	return ct, err
 }
 
@@ -234,7 +249,7 @@ type clusterStatus struct {
 
 func (n *cnode) status() (clusterStatus, error) {
 	var cs clusterStatus
-	err := getJSON(n.url+"/admin/cluster/status", &cs)
+	err := getJSONWith(n.poll(), n.url+"/admin/cluster/status", &cs)
 	return cs, err
 }
 

@@ -6,6 +6,7 @@
 const assert = require("node:assert/strict");
 const { spawn, spawnSync } = require("node:child_process");
 const fs = require("node:fs");
+const https = require("node:https");
 const net = require("node:net");
 const os = require("node:os");
 const path = require("node:path");
@@ -40,6 +41,39 @@ async function httpJSON(method, url, body) {
         // not JSON: keep the text for the message
     }
     return { status: res.status, json, text };
+}
+
+// httpJSON over TLS: tls holds the CA and the client certificate ({ ca, cert, key }, PEM; cert and
+// key may be one cert+key file such as admin.pem, or absent for an anonymous caller).
+function httpsJSON(method, url, body, tls) {
+    return new Promise((resolve, reject) => {
+        const req = https.request(url, {
+            method,
+            ca: tls.ca,
+            cert: tls.cert,
+            key: tls.key,
+            agent: false,
+            timeout: 5000,
+            headers: { "Content-Type": "application/json" },
+        }, res => {
+            const chunks = [];
+            res.on("data", c => chunks.push(c));
+            res.on("end", () => {
+                const text = Buffer.concat(chunks).toString("utf8");
+                let json = null;
+                try {
+                    json = text ? JSON.parse(text) : null;
+                } catch {
+                    // not JSON: keep the text for the message
+                }
+                resolve({ status: res.statusCode, json, text });
+            });
+            res.on("error", reject);
+        });
+        req.on("timeout", () => req.destroy(new Error(`${method} ${url}: timeout`)));
+        req.on("error", reject);
+        req.end(body === undefined ? undefined : JSON.stringify(body));
+    });
 }
 
 // Polls fn (returns [ok, why]) until ok, or fails after timeoutMs with the last why.
@@ -105,11 +139,17 @@ class Node {
             this.args.push("--replication-peers", Object.entries(opts.peers).map(([t, u]) => `${t}=${u}`).join(","));
         }
         this.proc = null;
+        this.cwd = undefined;
+    }
+
+    // The test's own requests to this node: { status, json, text }.
+    request(method, pathAndQuery, body) {
+        return httpJSON(method, `${this.url}${pathAndQuery}`, body);
     }
 
     start(bin) {
         const fd = fs.openSync(this.logPath, "a");
-        this.proc = spawn(bin, this.args, { stdio: ["ignore", fd, fd] });
+        this.proc = spawn(bin, this.args, { stdio: ["ignore", fd, fd], cwd: this.cwd });
         fs.closeSync(fd);
         this.exited = new Promise(resolve => this.proc.once("exit", resolve));
     }
@@ -130,18 +170,18 @@ class Node {
             if (!this.running()) {
                 throw new Error(`node ${this.tag} exited:\n${this.logTail()}`);
             }
-            const r = await fetch(`${this.url}/readyz`, { signal: AbortSignal.timeout(2000) }).catch(() => null);
+            const r = await this.request("GET", "/readyz").catch(() => null);
             return [r && r.status === 200, `readyz ${r && r.status}`];
         });
     }
 
     topology() {
-        return httpJSON("GET", `${this.url}/cluster/topology`);
+        return this.request("GET", "/cluster/topology");
     }
 
     // GET /databases/{db}/docs?id=: { status, json, text }.
     getDoc(db, id) {
-        return httpJSON("GET", `${this.url}/databases/${db}/docs?id=${encodeURIComponent(id)}`);
+        return this.request("GET", `/databases/${db}/docs?id=${encodeURIComponent(id)}`);
     }
 
     logTail(lines = 30) {
@@ -151,6 +191,94 @@ class Node {
             return "(no log)";
         }
     }
+}
+
+// A node of a secured cluster: args is the `studio serve ...` line `studio setup` printed for it
+// (without "studio"), run in cwd (the printed --data-dir is relative); the test's requests go over
+// TLS with tls ({ ca, cert, key }, normally the admin certificate).
+class SecuredNode extends Node {
+    constructor(tmp, tag, url, args, cwd, tls) {
+        super(tmp, tag, 0, 0);
+        this.url = url;
+        this.args = args;
+        this.cwd = cwd;
+        this.tls = tls;
+    }
+
+    request(method, pathAndQuery, body) {
+        return httpsJSON(method, `${this.url}${pathAndQuery}`, body, this.tls);
+    }
+}
+
+// Splits a command line printed by `studio setup` (words, single-quoted where needed).
+function splitShell(line) {
+    const words = [];
+    let cur = null;
+    for (let i = 0; i < line.length; i++) {
+        const c = line[i];
+        if (c === "'") {
+            const end = line.indexOf("'", i + 1);
+            if (end < 0) {
+                throw new Error(`unterminated quote in ${line}`);
+            }
+            cur = (cur ?? "") + line.slice(i + 1, end);
+            i = end;
+        } else if (c === "\\" && i + 1 < line.length) {
+            cur = (cur ?? "") + line[++i];
+        } else if (c === " " || c === "\t") {
+            if (cur !== null) {
+                words.push(cur);
+                cur = null;
+            }
+        } else {
+            cur = (cur ?? "") + c;
+        }
+    }
+    if (cur !== null) {
+        words.push(cur);
+    }
+    return words;
+}
+
+// Runs `studio setup --hosts <hosts> --san localhost --out <dir>` as the README says and reads what
+// it printed: { dir, ca, adminPem, adminThumbprint, serveArgs: [[ "serve", ... ] per node] }.
+function secureSetup(bin, dir, hosts) {
+    const r = spawnSync(bin, ["setup", "--hosts", hosts.join(","), "--san", "localhost", "--out", dir], { encoding: "utf8" });
+    if (r.status !== 0) {
+        throw new Error(`studio setup failed: ${r.error || r.stderr}`);
+    }
+    const line = prefix => {
+        const found = r.stdout.split("\n").filter(l => l.startsWith(prefix));
+        if (found.length !== 1) {
+            throw new Error(`${found.length} lines start with "${prefix}" in:\n${r.stdout}`);
+        }
+        return found[0].slice(prefix.length).trim();
+    };
+    const serveArgs = hosts.map((_, i) => {
+        const words = splitShell(line(`node ${i + 1}: `));
+        assert.deepEqual(words.slice(0, 2), ["studio", "serve"]);
+        return words.slice(1);
+    });
+    return {
+        dir,
+        ca: path.join(dir, "ca.pem"),
+        adminPem: path.join(dir, "admin.pem"),
+        adminThumbprint: line("admin thumbprint: "),
+        serveArgs,
+    };
+}
+
+// Runs `studio setup client --dir <dir> --name <name>`: { pem, thumbprint }.
+function issueClient(bin, dir, name) {
+    const r = spawnSync(bin, ["setup", "client", "--dir", dir, "--name", name], { encoding: "utf8" });
+    if (r.status !== 0) {
+        throw new Error(`studio setup client failed: ${r.error || r.stderr}`);
+    }
+    const m = r.stdout.match(new RegExp(`^${name} thumbprint: ([0-9A-F]{40})$`, "m"));
+    if (!m) {
+        throw new Error(`no thumbprint line in:\n${r.stdout}`);
+    }
+    return { pem: path.join(dir, `${name}.pem`), thumbprint: m[1] };
 }
 
 // Every node in nodes reports the same leader (one of nodes) and exactly nodes as members.
@@ -194,7 +322,7 @@ async function waitDatabaseOn(nodes, db) {
     const want = nodes.map(m => `${m.tag}=${m.url}`).sort();
     for (const n of nodes) {
         await eventually(`database ${db} on ${n.tag}`, 15_000, async () => {
-            const r = await httpJSON("GET", `${n.url}/topology?name=${db}`);
+            const r = await n.request("GET", `/topology?name=${db}`);
             const tags = r.json && r.json.Nodes ? r.json.Nodes.map(x => `${x.ClusterTag}=${x.Url}`).sort() : [];
             return [r.status === 200 && tags.join() === want.join(), `${r.status} ${r.text}`];
         });
@@ -284,6 +412,11 @@ class Proxy {
 module.exports = {
     freePort,
     httpJSON,
+    httpsJSON,
+    SecuredNode,
+    splitShell,
+    secureSetup,
+    issueClient,
     eventually,
     prepare,
     removeTmp,

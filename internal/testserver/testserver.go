@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rookerydb/rookery/backend/pki"
 	"github.com/rookerydb/rookery/web"
 )
 
@@ -18,12 +19,20 @@ type Node struct {
 	URL     string
 	DataDir string
 	Server  *web.Server
+	// Certs are the cluster's certificates of a Secured node (nil
+	// otherwise).
+	Certs *pki.SetupResult
 }
 
 // Options tune a test node.
 type Options struct {
 	NodeTag string
 	DataDir string // a fresh t.TempDir() when empty
+	// Secured runs the node with TLS and client certificates: the
+	// certificates of a one-node cluster are made in a temporary directory
+	// (as `studio setup` does) and the node's URL is https. Node.Certs
+	// tells where they are; admin.pem is a well-known ClusterAdmin.
+	Secured bool
 }
 
 // Start starts a node and stops it when the test ends.
@@ -43,7 +52,7 @@ func Start(t testing.TB, opts ...Options) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := web.New(web.Config{
+	cfg := web.Config{
 		HTTPAddr: l.Addr().String(),
 		RaftAddr: "127.0.0.1:0", // port+1000 may be taken on a busy machine
 		DataDir:  o.DataDir,
@@ -54,7 +63,17 @@ func Start(t testing.TB, opts ...Options) *Node {
 		// httptest's requests name example.com; tests drive the handler
 		// with them as well as over the network.
 		AllowedHosts: []string{"example.com"},
-	})
+	}
+	var certs *pki.SetupResult
+	if o.Secured {
+		certs, err = pki.Setup(t.TempDir(), pki.SetupOptions{Hosts: []string{"127.0.0.1", "localhost"}, PFXPassword: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = certs.NodeCert, certs.NodeKey, certs.CA
+		cfg.WellKnownAdminCerts = []string{certs.Admin.Thumbprint}
+	}
+	srv, err := web.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,5 +85,9 @@ func Start(t testing.TB, opts ...Options) *Node {
 		_ = srv.Shutdown(ctx)
 		<-done
 	})
-	return &Node{URL: "http://" + l.Addr().String(), DataDir: o.DataDir, Server: srv}
+	scheme := "http://"
+	if o.Secured {
+		scheme = "https://"
+	}
+	return &Node{URL: scheme + l.Addr().String(), DataDir: o.DataDir, Server: srv, Certs: certs}
 }

@@ -241,3 +241,35 @@ func TestParseBlocks(t *testing.T) {
 		}
 	}
 }
+
+// Node lines are told from other lines, and their address, Raft port, data
+// directory and expected tag are read from the flags or the comment.
+func TestParseNodeLine(t *testing.T) {
+	for _, c := range []struct {
+		line         string
+		ok           bool
+		http, raft   int
+		dataDir, tag string
+	}{
+		{"go run ./cmd/studio        # one node: tag A, data in ./data", true, 8080, 9080, "./data", "A"},
+		{"go run ./cmd/studio serve --http 127.0.0.1:8081 --data-dir ./data2 --node-tag B", true, 8081, 9081, "./data2", "B"},
+		{"go run ./cmd/studio serve --http 127.0.0.1:8082 --data-dir ./dataC --join http://127.0.0.1:8080   # tag C", true, 8082, 9082, "./dataC", "C"},
+		{"go run ./cmd/studio serve --http=127.0.0.1:8081 --raft-addr 127.0.0.1:7000", true, 8081, 7000, "./data", ""},
+		{"go run ./cmd/studio setup --hosts 127.0.0.1:8443 --out ./certs", false, 0, 0, "", ""},
+		{"go run ./cmd/studiox", false, 0, 0, "", ""},
+		{"go run ./cmd/bench -quick", false, 0, 0, "", ""},
+		{"./scripts/test.sh          # every test", false, 0, 0, "", ""},
+	} {
+		n, ok, err := parseNodeLine(c.line)
+		if err != nil || ok != c.ok {
+			t.Errorf("%q: ok %v err %v, want ok %v", c.line, ok, err, c.ok)
+			continue
+		}
+		if ok && (n.httpPort != c.http || n.raftPort != c.raft || n.dataDir != c.dataDir || n.wantTag != c.tag) {
+			t.Errorf("%q: %+v", c.line, n)
+		}
+	}
+	if _, ok, err := parseNodeLine("go run ./cmd/studio serve --http 0.0.0.0:8080"); !ok || err == nil {
+		t.Errorf("a node on 0.0.0.0: ok %v err %v, want an error", ok, err)
+	}
+}

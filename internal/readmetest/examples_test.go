@@ -156,13 +156,6 @@ func startNodes(t *testing.T, e *env, lines []nodeLine) {
 		ports = append(ports, n.httpPort, n.raftPort)
 	}
 	needPorts(t, ports...)
-	t.Cleanup(func() {
-		for i := range lines {
-			if lines[i].proc != nil {
-				lines[i].proc.stop(t)
-			}
-		}
-	})
 	for i := range lines {
 		n := &lines[i]
 		n.proc = e.start(t, n.shortName, n.text)
@@ -358,10 +351,10 @@ func runSecuredCluster(t *testing.T, e *env, b block) {
 }
 
 var (
-	npmIDRe     = regexp.MustCompile(`// id ([a-z]+/\d+-[A-Z]+)`)
-	npmVerRe    = regexp.MustCompile(`require\("ravendb"\);\s*//\s*(\d+\.\d+\.\d+)`)
-	goIDRe      = regexp.MustCompile(`is "([a-z]+/\d+-[A-Z]+)"`)
-	npmSnippetJ = `// The README's npm snippet, its lines unchanged, in an async function
+	npmIDRe    = regexp.MustCompile(`// id ([a-z]+/\d+-[A-Z]+)`)
+	npmVerRe   = regexp.MustCompile(`require\("ravendb"\);\s*//\s*(\d+\.\d+\.\d+)`)
+	goIDRe     = regexp.MustCompile(`is "([a-z]+/\d+-[A-Z]+)"`)
+	npmSnippet = `// The README's npm snippet, its lines unchanged, in an async function
 // (it awaits at the top level) with the User class it uses.
 class User {
 	constructor(name) {
@@ -424,7 +417,7 @@ func runNpmClient(t *testing.T, e *env, b block) {
 		t.Fatalf("%s: no `// id <id>` comment to check", b)
 	}
 	script := filepath.Join(e.logs, "readme-npm-snippet.js")
-	if err := os.WriteFile(script, fmt.Appendf(nil, npmSnippetJ, b.Text()), 0o644); err != nil {
+	if err := os.WriteFile(script, fmt.Appendf(nil, npmSnippet, b.Text()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p := e.start(t, "npm-client", node+" "+script, "NODE_PATH="+modules)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the project: formatting and vet checks, the Go tests
-# (unit, integration, durability, handler and benchmark-smoke tests, with the
-# race detector), a short run of each fuzz target, and the Node compatibility
+# (unit, integration, durability, handler and benchmark-smoke tests, and
+# README.md's examples run as printed by internal/readmetest; with the race
+# detector), a short run of each fuzz target, and the Node compatibility
 # suite that drives the official ravendb npm client against a fresh binary,
 # and the studio's browser tests (Playwright in Debian's Chromium).
 #

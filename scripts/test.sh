@@ -36,7 +36,17 @@ step "go vet"
 go vet ./...
 
 step "go test (race detector)"
-go test -race -count=1 ./...
+# The security suite runs as its own step below.
+go test -race -count=1 -skip '^TestSecurity' ./...
+
+step "security suite: every finding of issue 10 replayed (go test -run '^TestSecurity', race detector)"
+# Each TestSecurityF<n>... replays finding n against real nodes (in-process
+# servers, real processes, real files); see the README's Security section.
+security_log=$(mktemp)
+if ! go test -race -count=1 -run '^TestSecurity' -v ./... >"$security_log" 2>&1; then
+	cat "$security_log"; rm -f "$security_log"; exit 1
+fi
+grep -E '^--- (PASS|SKIP)' "$security_log"; rm -f "$security_log"
 
 step "fuzz targets (${FUZZTIME} each)"
 # fuzz runs one target. Go 1.26's fuzz coordinator can end a clean run with a

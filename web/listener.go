@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -187,6 +188,13 @@ func (s *sniffListener) route(c net.Conn) {
 	first, err := br.Peek(1)
 	_ = c.SetReadDeadline(time.Time{})
 	if err != nil {
+		// A plain HTTP request to a TLS port: say what to do instead of
+		// closing without a word (net/http does the same).
+		var rh tls.RecordHeaderError
+		if errors.As(err, &rh) && rh.Conn != nil {
+			_ = rh.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = io.WriteString(rh.Conn, "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nThis node serves HTTPS: use https:// and a client certificate.\n")
+		}
 		c.Close()
 		return
 	}

@@ -350,12 +350,9 @@ func TestSecuredNode(t *testing.T) {
 	if b := must(t, 403, anon, "GET", n.url+"/studio/", "", "Accept", "text/html"); !strings.Contains(b, `data-testid="auth-refused"`) {
 		t.Fatalf("anonymous browser: %s", b)
 	}
-	// Plain HTTP on the TLS port gets nothing.
-	if resp, err := plain.Get("http://" + n.addr + "/databases"); err == nil {
-		resp.Body.Close()
-		if resp.StatusCode == 200 {
-			t.Fatal("plain HTTP was served")
-		}
+	// Plain HTTP on the TLS port is told to use HTTPS, and served nothing.
+	if status, body := call(t, plain, "GET", "http://"+n.addr+"/databases", ""); status != 400 || !strings.Contains(body, "serves HTTPS") {
+		t.Fatalf("plain HTTP on the TLS port: %d %s", status, body)
 	}
 
 	var who map[string]any

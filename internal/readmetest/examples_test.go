@@ -33,13 +33,15 @@ var runners map[string]runner
 
 func init() {
 	runners = map[string]runner{
-		"two-commands":    {lang: "sh", run: runTwoCommands},
-		"run-a-node":      {lang: "sh", run: runNodeLines},
-		"cluster":         {lang: "sh", run: runNodeLines},
-		"secured-cluster": {lang: "sh", run: runSecuredCluster},
-		"npm-client":      {lang: "js", within: "two-commands", run: runNpmClient},
-		"go-client":       {lang: "go", within: "two-commands", run: runGoClient},
-		"bench":           {lang: "sh", run: runBench},
+		"two-commands":       {lang: "sh", run: runTwoCommands},
+		"run-a-node":         {lang: "sh", run: runNodeLines},
+		"cluster":            {lang: "sh", run: runNodeLines},
+		"secured-cluster":    {lang: "sh", run: runSecuredCluster},
+		"secured-npm-client": {lang: "js", within: "secured-cluster", run: runSecuredNpmClient},
+		"secured-go-client":  {lang: "go", within: "secured-cluster", run: runSecuredGoClient},
+		"npm-client":         {lang: "js", within: "two-commands", run: runNpmClient},
+		"go-client":          {lang: "go", within: "two-commands", run: runGoClient},
+		"bench":              {lang: "sh", run: runBench},
 	}
 }
 
@@ -299,23 +301,7 @@ func runSecuredCluster(t *testing.T, e *env, b block) {
 	}
 	t.Logf("curl printed %s", last)
 
-	certs := filepath.Join(e.dir, "certs")
-	caPEM, err := os.ReadFile(filepath.Join(certs, "ca.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		t.Fatal("./certs/ca.pem holds no certificate")
-	}
-	admin, err := tls.LoadX509KeyPair(filepath.Join(certs, "admin.pem"), filepath.Join(certs, "admin.pem"))
-	if err != nil {
-		t.Fatalf("./certs/admin.pem (certificate and key in one file): %v", err)
-	}
-	tlsClient := func(certs ...tls.Certificate) *http.Client {
-		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs}}}
-	}
-	withCert, anonymous := tlsClient(admin), tlsClient()
+	withCert, anonymous := securedClients(t, e)
 	var topo struct {
 		Topology struct{ Members map[string]string }
 	}
@@ -341,12 +327,111 @@ func runSecuredCluster(t *testing.T, e *env, b block) {
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), `"InvalidAuth"`) {
 		t.Errorf("a caller without a certificate got %d %s, want 403 InvalidAuth", resp.StatusCode, body)
 	}
+	// The client examples of the Security section, against this cluster.
+	runNested(t, e, "secured-npm-client")
+	runNested(t, e, "secured-go-client")
 	p.stop(t)
 	waitPortsFree(t, 8443, 8444, 8445, 9443, 9444, 9445)
 	for _, f := range []string{"studio", "certs/admin.pfx", "certs/admin.crt", "data-a", "data-b", "data-c"} {
 		if _, err := os.Stat(filepath.Join(e.dir, f)); err != nil {
 			t.Errorf("the block did not create ./%s: %v", f, err)
 		}
+	}
+}
+
+// securedClients are HTTPS clients of the secured cluster the README's
+// block made: one presenting ./certs/admin.pem, one presenting nothing;
+// both trust ./certs/ca.pem.
+func securedClients(t *testing.T, e *env) (admin, anonymous *http.Client) {
+	t.Helper()
+	certs := filepath.Join(e.dir, "certs")
+	caPEM, err := os.ReadFile(filepath.Join(certs, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatal("./certs/ca.pem holds no certificate")
+	}
+	kp, err := tls.LoadX509KeyPair(filepath.Join(certs, "admin.pem"), filepath.Join(certs, "admin.pem"))
+	if err != nil {
+		t.Fatalf("./certs/admin.pem (certificate and key in one file): %v", err)
+	}
+	tlsClient := func(certs ...tls.Certificate) *http.Client {
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs}}}
+	}
+	return tlsClient(kp), tlsClient()
+}
+
+// securedDoc loads a document of the secured cluster with the admin
+// certificate.
+func securedDoc(t *testing.T, e *env, db, id string) map[string]any {
+	t.Helper()
+	admin, _ := securedClients(t, e)
+	var r struct{ Results []map[string]any }
+	getJSON(t, admin, "https://127.0.0.1:8443/databases/"+db+"/docs?id="+id, &r)
+	if len(r.Results) != 1 || r.Results[0] == nil {
+		t.Fatalf("document %s of %s: %v", id, db, r.Results)
+	}
+	return r.Results[0]
+}
+
+var securedDBRe = regexp.MustCompile(`"(vault)"`)
+
+// runSecuredNpmClient runs the secured npm snippet (the npm client with
+// authOptions) against the secured cluster, from the copy's directory
+// where ./certs is, and checks the document it stored over TLS.
+func runSecuredNpmClient(t *testing.T, e *env, b block) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		notRun(t, "the secured npm example needs node, which is not installed (.ci/run installs it)")
+	}
+	modules := filepath.Join(e.root, "compat", "node_modules")
+	if _, err := os.Stat(filepath.Join(modules, "ravendb")); err != nil {
+		notRun(t, "the secured npm example needs the ravendb package: run (cd compat && npm ci) (%v)", err)
+	}
+	idm, dbm := npmIDRe.FindStringSubmatch(b.Text()), securedDBRe.FindStringSubmatch(b.Text())
+	if idm == nil || dbm == nil {
+		t.Fatalf("%s: no `// id <id>` comment or database name to check", b)
+	}
+	script := filepath.Join(e.logs, "readme-secured-npm-snippet.js")
+	if err := os.WriteFile(script, fmt.Appendf(nil, npmSnippet, b.Text()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := e.start(t, "secured-npm-client", node+" "+script, "NODE_PATH="+modules)
+	if err := p.wait(time.Minute); err != nil {
+		t.Fatalf("the secured npm snippet failed: %v\n%s", err, p.tail())
+	}
+	doc := securedDoc(t, e, dbm[1], idm[1])
+	if doc["name"] != "Ann" || collection(doc) != "Users" {
+		t.Errorf("%s is %v, want the User Ann in Users", idm[1], doc)
+	}
+}
+
+// runSecuredGoClient compiles and runs the secured Go snippet (a
+// certificate in the client's conventions) against the secured cluster.
+func runSecuredGoClient(t *testing.T, e *env, b block) {
+	idm, dbm := goIDRe.FindStringSubmatch(b.Text()), securedDBRe.FindStringSubmatch(b.Text())
+	if idm == nil || dbm == nil {
+		t.Fatalf(`%s: no 'is "<id>"' comment or database name to check`, b)
+	}
+	dir := filepath.Join(e.dir, "readme-secured-go-snippet")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), fmt.Appendf(nil, goSnippet, b.Text()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := e.start(t, "secured-go-client", "go run ./readme-secured-go-snippet")
+	if err := p.wait(4 * time.Minute); err != nil {
+		t.Fatalf("the secured Go snippet failed: %v\n%s", err, p.tail())
+	}
+	if got := strings.TrimSpace(p.output()); got != idm[1] {
+		t.Errorf("order.ID is %q after Store, the README says %q", got, idm[1])
+	}
+	doc := securedDoc(t, e, dbm[1], idm[1])
+	if doc["Total"] != 10.0 || collection(doc) != "Orders" {
+		t.Errorf("%s is %v, want the Order with Total 10 in Orders", idm[1], doc)
 	}
 }
 

@@ -316,10 +316,11 @@ func TestSecurityUnsecuredScope(t *testing.T) {
 	// A caller outside the allowed ranges is refused (Local by default).
 	n := serveNode(t, Config{})
 	req := httptest.NewRequest("GET", "/databases", nil)
+	req.Host = n.addr
 	req.RemoteAddr = "10.9.8.7:5000"
 	rec := httptest.NewRecorder()
 	n.srv.Handler().ServeHTTP(rec, req)
-	if rec.Code != 403 {
+	if rec.Code != 403 || !strings.Contains(rec.Body.String(), "accepts only Local callers") {
 		t.Fatalf("a 10.x caller: %d %s", rec.Code, rec.Body)
 	}
 }

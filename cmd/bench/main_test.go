@@ -58,7 +58,7 @@ func TestBenchTLSSmoke(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	s := out.String()
-	for _, want := range []string{"negotiated: HTTP/1.1, TLS 1.3,", "node certificate ECDSA P-256, client certificate RSA-2048",
+	for _, want := range []string{"negotiated: HTTP/1.1, TLS 1.3,", "node certificate ECDSA P-256, client certificate RSA-2048 (identified as admin, ClusterAdmin)",
 		"round 2 (TLS first): plain", "TLS / plain throughput:", "TLS / plain CPU per document",
 		"new TLS connection, full handshake:", "a new TLS connection costs",
 		"plain cluster: write ack p50", "TLS   cluster: write ack p50", "TLS / plain replication lag: p50"} {

@@ -159,8 +159,8 @@ type lagCluster struct {
 }
 
 // startLagCluster starts the three nodes (secured with certs when not nil).
-func startLagCluster(dir string, certs *tlsCerts) (lc *lagCluster, err error) {
-	lc = &lagCluster{}
+func startLagCluster(dir string, certs *tlsCerts) (_ *lagCluster, err error) {
+	lc := &lagCluster{}
 	var stops []func()
 	lc.stop = func() {
 		for i := len(stops) - 1; i >= 0; i-- {

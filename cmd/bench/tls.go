@@ -6,6 +6,7 @@ import (
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -195,13 +196,18 @@ func describeTLS(out io.Writer, certs *tlsCerts, url string) error {
 	if resp.StatusCode != 200 || resp.TLS == nil {
 		return fmt.Errorf("whoami over TLS: %d %.200s", resp.StatusCode, body)
 	}
+	var who struct{ Name, SecurityClearance string }
+	if err := json.Unmarshal(body, &who); err != nil || who.SecurityClearance != "ClusterAdmin" {
+		return fmt.Errorf("whoami over TLS: the admin certificate is not a ClusterAdmin: %.200s", body)
+	}
 	st := resp.TLS
 	adminLeaf, err := x509.ParseCertificate(certs.admin.Certificate[0])
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "negotiated: %s, %s, %s, key exchange %s; node certificate %s, client certificate %s (whoami: %.80s)\n",
-		resp.Proto, tls.VersionName(st.Version), tls.CipherSuiteName(st.CipherSuite), st.CurveID, keyType(st.PeerCertificates[0].PublicKey), keyType(adminLeaf.PublicKey), body)
+	fmt.Fprintf(out, "negotiated: %s, %s, %s, key exchange %s; node certificate %s, client certificate %s (identified as %s, %s)\n",
+		resp.Proto, tls.VersionName(st.Version), tls.CipherSuiteName(st.CipherSuite), st.CurveID, keyType(st.PeerCertificates[0].PublicKey), keyType(adminLeaf.PublicKey),
+		who.Name, who.SecurityClearance)
 	return nil
 }
 

@@ -8,7 +8,9 @@
 //   - next-free-identity probe counts over N existing documents;
 //   - replication lag at a fixed write rate over 3 nodes, against the
 //     writes' own ack latency, and catch-up docs/s after a cut link,
-//     against the source's bulk-insert rate.
+//     against the source's bulk-insert rate;
+//   - what TLS costs: bulk insert, replication lag and new connections on
+//     secured nodes against unsecured ones.
 //
 // Every figure is measured in the same run, so ratios compare like with like.
 //
@@ -17,6 +19,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"flag"
@@ -60,6 +63,9 @@ type config struct {
 	lagFor      time.Duration   // replication lag: how long to write
 	catchUp     int             // replication catch-up: documents written while the link is cut
 	subDocs     int             // documents delivered through a subscription (0 skips)
+	handshakes  int             // tls: requests per new-connection measurement (0 skips it)
+	tlsDocs     int             // tls: documents per bulk-insert round (0 skips the bulk comparison)
+	tlsRounds   int             // tls: interleaved bulk-insert rounds
 	only        map[string]bool // sections to run; all when empty
 	dir         string
 }
@@ -80,6 +86,9 @@ func main() {
 	flag.DurationVar(&c.lagFor, "lag-for", 10*time.Second, "replication lag: how long to write (0 skips the lag measurement)")
 	flag.IntVar(&c.catchUp, "catchup-docs", 100_000, "replication catch-up: documents written while the destination is cut off (0 skips it)")
 	flag.IntVar(&c.subDocs, "subscription-docs", 100_000, "documents delivered to one subscription worker per round (0 skips)")
+	flag.IntVar(&c.tlsDocs, "tls-docs", 20_000, "tls section: documents per bulk-insert round and side (0 skips the bulk comparison)")
+	flag.IntVar(&c.tlsRounds, "tls-rounds", 10, "tls section: interleaved bulk-insert rounds (plain and TLS each, order alternating)")
+	flag.IntVar(&c.handshakes, "handshakes", 2000, "tls section: requests on new connections per kind (plain, full handshake, resumed) (0 skips them)")
 	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	only := flag.String("only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
@@ -109,6 +118,9 @@ func main() {
 			"lag-for":           func() { c.lagFor = 2 * time.Second },
 			"catchup-docs":      func() { c.catchUp = 10_000 },
 			"subscription-docs": func() { c.subDocs = 10_000 },
+			"handshakes":        func() { c.handshakes = 300 },
+			"tls-docs":          func() { c.tlsDocs = 2000 },
+			"tls-rounds":        func() { c.tlsRounds = 2 },
 		}
 		for name, apply := range quickDefaults {
 			if !set[name] {
@@ -145,7 +157,7 @@ func main() {
 }
 
 // sections are the report's parts, for -only.
-var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "studio", "conflicts", "subscriptions", "probe"}
+var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe"}
 
 // runs tells whether a section is part of this run.
 func (c config) runs(section string) bool { return len(c.only) == 0 || c.only[section] }
@@ -203,6 +215,13 @@ func run(c config, out io.Writer) error {
 	if c.catchUp > 0 && c.runs("replication") {
 		fmt.Fprintf(out, "\n## Replication catch-up after a cut link (2 nodes, TCP proxy between them)\n")
 		if err := replicationCatchUp(out, filepath.Join(c.dir, "catchup"), makeDocs(c.catchUp), c.batch); err != nil {
+			return err
+		}
+	}
+
+	if c.runs("tls") {
+		fmt.Fprintf(out, "\n## TLS against plain HTTP (in-process nodes, loopback, certificates from backend/pki.Setup)\n")
+		if err := tlsSection(out, c); err != nil {
 			return err
 		}
 	}
@@ -363,12 +382,17 @@ func rawSQLite(path string, docs []benchDoc, batch int) (float64, error) {
 }
 
 func do(method, url string, body []byte) ([]byte, int, error) {
-	req, err := http.NewRequest(method, url, strings.NewReader(string(body)))
+	return doWith(http.DefaultClient, method, url, body)
+}
+
+// doWith sends one request through hc and reads the whole answer.
+func doWith(hc *http.Client, method, url string, body []byte) ([]byte, int, error) {
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -377,8 +401,10 @@ func do(method, url string, body []byte) ([]byte, int, error) {
 	return b, resp.StatusCode, err
 }
 
-func createDB(url, name string) error {
-	b, code, err := do("PUT", url+"/admin/databases?name="+name, []byte(`{"DatabaseName":"`+name+`"}`))
+func createDB(url, name string) error { return createDBWith(http.DefaultClient, url, name) }
+
+func createDBWith(hc *http.Client, url, name string) error {
+	b, code, err := doWith(hc, "PUT", url+"/admin/databases?name="+name, []byte(`{"DatabaseName":"`+name+`"}`))
 	if err != nil {
 		return err
 	}
@@ -393,6 +419,12 @@ func httpInsert(url, db string, docs []benchDoc, batch, clients int) (float64, e
 	if err := createDB(url, db); err != nil {
 		return 0, err
 	}
+	return postBodies(http.DefaultClient, url, db, bulkBodies(docs, batch), clients, len(docs))
+}
+
+// bulkBodies are the bulk_docs request bodies that insert docs, batch per
+// request.
+func bulkBodies(docs []benchDoc, batch int) [][]byte {
 	var bodies [][]byte
 	for i := 0; i < len(docs); i += batch {
 		var b strings.Builder
@@ -408,6 +440,12 @@ func httpInsert(url, db string, docs []benchDoc, batch, clients int) (float64, e
 		b.WriteString(`]}`)
 		bodies = append(bodies, []byte(b.String()))
 	}
+	return bodies
+}
+
+// postBodies POSTs the bodies to db's bulk_docs through hc from `clients`
+// goroutines and returns docs/s (n documents in all).
+func postBodies(hc *http.Client, url, db string, bodies [][]byte, clients, n int) (float64, error) {
 	work := make(chan []byte, len(bodies))
 	for _, b := range bodies {
 		work <- b
@@ -415,7 +453,7 @@ func httpInsert(url, db string, docs []benchDoc, batch, clients int) (float64, e
 	close(work)
 	elapsed, err := parallel(clients, func() error {
 		for body := range work {
-			if err := expect201("POST", url+"/databases/"+db+"/bulk_docs", body); err != nil {
+			if err := expect201With(hc, "POST", url+"/databases/"+db+"/bulk_docs", body); err != nil {
 				return err
 			}
 		}
@@ -424,7 +462,7 @@ func httpInsert(url, db string, docs []benchDoc, batch, clients int) (float64, e
 	if err != nil {
 		return 0, err
 	}
-	return float64(len(docs)) / elapsed.Seconds(), nil
+	return float64(n) / elapsed.Seconds(), nil
 }
 
 // parallel runs fn on n goroutines and returns how long they took and the
@@ -449,7 +487,11 @@ func parallel(n int, fn func() error) (time.Duration, error) {
 }
 
 func expect201(method, url string, body []byte) error {
-	b, code, err := do(method, url, body)
+	return expect201With(http.DefaultClient, method, url, body)
+}
+
+func expect201With(hc *http.Client, method, url string, body []byte) error {
+	b, code, err := doWith(hc, method, url, body)
 	if err == nil && code != 201 {
 		err = fmt.Errorf("%s %s: %d %.200s", method, url, code, b)
 	}

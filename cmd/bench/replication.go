@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rookerydb/rookery/backend/storage"
@@ -32,16 +33,18 @@ import (
 //     insert rate of those documents.
 
 // startReplNode starts an in-process node with replication on; peers
-// overrides the URL replication dials for some tags (a proxy).
-func startReplNode(dir, tag, join string, peers map[string]string) (*benchNode, error) {
+// overrides the URL replication dials for some tags (a proxy); certs, when
+// not nil, secure the node (TLS, the admin certificate well known).
+func startReplNode(dir, tag, join string, peers map[string]string, certs *tlsCerts) (*benchNode, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	url := "http://" + l.Addr().String()
-	srv, err := web.New(web.Config{HTTPAddr: l.Addr().String(), RaftAddr: "127.0.0.1:0", DataDir: filepath.Join(dir, tag), NodeTag: tag, Join: join,
+	cfg := certs.secure(web.Config{HTTPAddr: l.Addr().String(), RaftAddr: "127.0.0.1:0", DataDir: filepath.Join(dir, tag), NodeTag: tag, Join: join,
 		Replication: true, ReplicationPeers: peers,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ElectionTimeout: 200 * time.Millisecond})
+	url := certs.scheme() + "://" + l.Addr().String()
+	srv, err := web.New(cfg)
 	if err != nil {
 		l.Close()
 		return nil, err
@@ -126,61 +129,127 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float
 // over three nodes, and reports lag percentiles against the writes' own ack
 // latency.
 func replicationLag(out io.Writer, dir string, rate int, dur time.Duration) error {
-	a, err := startReplNode(dir, "A", "", nil)
+	lc, err := startLagCluster(dir, nil)
 	if err != nil {
 		return err
 	}
-	defer a.stop()
-	b, err := startReplNode(dir, "B", a.url, nil)
+	defer lc.stop()
+	r, err := lc.measure("lag/", rate, dur)
 	if err != nil {
 		return err
 	}
-	defer b.stop()
-	c, err := startReplNode(dir, "C", a.url, nil)
-	if err != nil {
-		return err
+	acks, lags := r.acks, r.lags
+	fmt.Fprintf(out, "%d single-document PUTs at %d/s (achieved %.0f/s) round-robin over 3 nodes, lag measured on the 2 other nodes each\n", len(acks), rate, r.achieved)
+	fmt.Fprintf(out, "baseline, local write ack (request to 201): p50 %s  p99 %s  max %s\n", ms(percentile(acks, 0.5)), ms(percentile(acks, 0.99)), ms(acks[len(acks)-1]))
+	fmt.Fprintf(out, "replication lag (201 on origin to commit on other node): p50 %s  p99 %s  max %s (goal p99 < 10 ms; %d of %d committed before the 201 arrived)\n",
+		ms(percentile(lags, 0.5)), ms(percentile(lags, 0.99)), ms(lags[len(lags)-1]), r.early, len(lags))
+	fmt.Fprintf(out, "lag p99 / ack p99: %.2fx\n", float64(percentile(lags, 0.99))/float64(max(percentile(acks, 0.99), 1)))
+	return nil
+}
+
+// lagCluster is three replicating nodes with one database, "lag", whose
+// commits are watched on every node, and the client that writes to them.
+type lagCluster struct {
+	nodes  []*benchNode
+	bc     *benchClient
+	client *http.Client
+	watch  []*commitTimes
+	seen   int // writes measured so far (each watcher holds them all)
+	stop   func()
+}
+
+// startLagCluster starts the three nodes (secured with certs when not nil).
+func startLagCluster(dir string, certs *tlsCerts) (_ *lagCluster, err error) {
+	lc := &lagCluster{}
+	var stops []func()
+	lc.stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
 	}
-	defer c.stop()
-	nodes := []*benchNode{a, b, c}
-	if err := waitMembers(a, 3); err != nil {
-		return err
-	}
-	if err := createDB(a.url, "lag"); err != nil {
-		return err
-	}
-	dbs, err := openOn(nodes, "lag")
-	if err != nil {
-		return err
-	}
-	watch := make([]*commitTimes, len(dbs))
-	for i, db := range dbs {
-		watch[i] = watchCommits(db, "lag/")
-	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 256}}
-	put := func(n *benchNode, id string) error {
-		req, _ := http.NewRequest("PUT", n.url+"/databases/lag/docs?id="+id, strings.NewReader(`{"n":1,"@metadata":{"@collection":"Lag"}}`))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
+	defer func() {
 		if err != nil {
-			return err
+			lc.stop()
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 201 {
-			return fmt.Errorf("PUT %s: %d", id, resp.StatusCode)
+	}()
+	join := ""
+	for _, tag := range []string{"A", "B", "C"} {
+		n, err := startReplNode(dir, tag, join, nil, certs)
+		if err != nil {
+			return nil, err
 		}
-		return nil
+		stops = append(stops, n.stop)
+		lc.nodes = append(lc.nodes, n)
+		join = lc.nodes[0].url
 	}
-	// Warm the connections and the senders.
-	for i, n := range nodes {
-		for j := 0; j < 20; j++ {
-			if err := put(n, fmt.Sprintf("warm/%d-%d", i, j)); err != nil {
-				return err
+	lc.bc = newBenchClient(certs.clientConfig(), nil)
+	lc.client = lc.bc.hc
+	if err := waitMembers(lc.nodes[0], 3); err != nil {
+		return nil, err
+	}
+	if err := createDBWith(lc.client, lc.nodes[0].url, "lag"); err != nil {
+		return nil, err
+	}
+	dbs, err := openOn(lc.nodes, "lag")
+	if err != nil {
+		return nil, err
+	}
+	for _, db := range dbs {
+		lc.watch = append(lc.watch, watchCommits(db, "lag/"))
+	}
+	// Warm the senders and open as many connections as the writers use,
+	// so the measurement opens none (a TLS handshake costs milliseconds).
+	for i, n := range lc.nodes {
+		var next atomic.Int64
+		_, err := parallel(lagWriters, func() error {
+			for j := next.Add(1); j <= 2*lagWriters; j = next.Add(1) {
+				if err := lc.put(n, fmt.Sprintf("warm/%d-%d", i, j)); err != nil {
+					return err
+				}
 			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
+	return lc, nil
+}
 
+func (lc *lagCluster) put(n *benchNode, id string) error {
+	req, _ := http.NewRequest("PUT", n.url+"/databases/lag/docs?id="+id, strings.NewReader(`{"n":1,"@metadata":{"@collection":"Lag"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := lc.client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		return fmt.Errorf("PUT %s: %d", id, resp.StatusCode)
+	}
+	return nil
+}
+
+// lagWriters is how many requests the lag measurement has in flight at most.
+const lagWriters = 32
+
+// lagResult is one measurement: every write's ack latency and, for every
+// write and every node other than its origin, the lag; both sorted.
+type lagResult struct {
+	acks, lags []time.Duration
+	achieved   float64 // writes/s actually issued
+	early      int     // lags that were negative (counted as 0)
+	dials      int64   // connections the client opened meanwhile
+	cpuPerOp   float64 // µs of CPU (the whole process) per write
+}
+
+// measure writes rate documents/s for dur (ids prefix+"0", prefix+"1", …;
+// prefix starts with "lag/" and differs between calls), round-robin over
+// the nodes, and waits until every write reached every node.
+func (lc *lagCluster) measure(prefix string, rate int, dur time.Duration) (*lagResult, error) {
+	nodes := lc.nodes
 	type write struct {
 		id     string
 		origin int
@@ -192,14 +261,15 @@ func replicationLag(out io.Writer, dir string, rate int, dur time.Duration) erro
 	jobs := make(chan int, total)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
-	for w := 0; w < 32; w++ {
+	dials0, cpu0 := lc.bc.dials.Load(), cpuTime()
+	for w := 0; w < lagWriters; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
 				wr := &writes[i]
 				wr.sent = time.Now()
-				if err := put(nodes[wr.origin], wr.id); err != nil {
+				if err := lc.put(nodes[wr.origin], wr.id); err != nil {
 					select {
 					case errs <- err:
 					default:
@@ -218,7 +288,7 @@ func replicationLag(out io.Writer, dir string, rate int, dur time.Duration) erro
 		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
 			time.Sleep(d)
 		}
-		writes[i] = write{id: fmt.Sprintf("lag/%d", i), origin: i % len(nodes)}
+		writes[i] = write{id: fmt.Sprintf("%s%d", prefix, i), origin: i % len(nodes)}
 		jobs <- i
 	}
 	close(jobs)
@@ -226,45 +296,43 @@ func replicationLag(out io.Writer, dir string, rate int, dur time.Duration) erro
 	elapsed := time.Since(start)
 	select {
 	case err := <-errs:
-		return err
+		return nil, err
 	default:
 	}
 	// Wait until every write reached every node.
+	lc.seen += total
 	deadline := time.Now().Add(30 * time.Second)
-	for _, w := range watch {
-		for w.count() < total {
+	for _, w := range lc.watch {
+		for w.count() < lc.seen {
 			if time.Now().After(deadline) {
-				return fmt.Errorf("replication did not deliver every write within 30 s (%d of %d)", w.count(), total)
+				return nil, fmt.Errorf("replication did not deliver every write within 30 s (%d of %d)", w.count(), lc.seen)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	var acks, lags []time.Duration
-	early := 0
+	r := &lagResult{achieved: float64(total) / elapsed.Seconds(), dials: lc.bc.dials.Load() - dials0,
+		cpuPerOp: float64((cpuTime() - cpu0).Microseconds()) / float64(total)}
 	for _, wr := range writes {
-		acks = append(acks, wr.acked.Sub(wr.sent))
-		for i, w := range watch {
+		r.acks = append(r.acks, wr.acked.Sub(wr.sent))
+		for i, w := range lc.watch {
 			if i == wr.origin {
 				continue
 			}
 			at, _ := w.get(wr.id)
 			d := at.Sub(wr.acked)
 			if d < 0 {
-				early++ // committed there before the client had its 201
+				r.early++ // committed there before the client had its 201
 				d = 0
 			}
-			lags = append(lags, d)
+			r.lags = append(r.lags, d)
 		}
 	}
-	sort.Slice(acks, func(i, j int) bool { return acks[i] < acks[j] })
-	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
-	fmt.Fprintf(out, "%d single-document PUTs at %d/s (achieved %.0f/s) round-robin over 3 nodes, lag measured on the 2 other nodes each\n", total, rate, float64(total)/elapsed.Seconds())
-	fmt.Fprintf(out, "baseline, local write ack (request to 201): p50 %s  p99 %s  max %s\n", ms(percentile(acks, 0.5)), ms(percentile(acks, 0.99)), ms(acks[len(acks)-1]))
-	fmt.Fprintf(out, "replication lag (201 on origin to commit on other node): p50 %s  p99 %s  max %s (goal p99 < 10 ms; %d of %d committed before the 201 arrived)\n",
-		ms(percentile(lags, 0.5)), ms(percentile(lags, 0.99)), ms(lags[len(lags)-1]), early, len(lags))
-	fmt.Fprintf(out, "lag p99 / ack p99: %.2fx\n", float64(percentile(lags, 0.99))/float64(max(percentile(acks, 0.99), 1)))
-	return nil
+	sortDurations(r.acks)
+	sortDurations(r.lags)
+	return r, nil
 }
+
+func sortDurations(d []time.Duration) { sort.Slice(d, func(i, j int) bool { return d[i] < d[j] }) }
 
 // waitMembers waits until the cluster has n nodes with URLs.
 func waitMembers(n *benchNode, want int) error {
@@ -291,12 +359,12 @@ func replicationCatchUp(out io.Writer, dir string, docs []benchDoc, batch int) e
 		return err
 	}
 	defer p.close()
-	a, err := startReplNode(dir, "A", "", map[string]string{"B": p.url()})
+	a, err := startReplNode(dir, "A", "", map[string]string{"B": p.url()}, nil)
 	if err != nil {
 		return err
 	}
 	defer a.stop()
-	b, err := startReplNode(dir, "B", a.url, nil)
+	b, err := startReplNode(dir, "B", a.url, nil, nil)
 	if err != nil {
 		return err
 	}

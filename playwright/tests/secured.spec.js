@@ -1,6 +1,7 @@
-// The studio on a secured node started by this spec (the global setup's
-// unsecured node is not used): `studio setup` writes the CA, the node and
-// admin certificates, `studio setup client` a second client certificate.
+// The studio on a secured three-node cluster started by this spec as the
+// README says (the global setup's unsecured node is not used): `studio
+// setup` writes the CA, the node and admin certificates and prints each
+// node's serve line, `studio setup client` a second client certificate.
 // Chromium presents the admin certificate, registers the second one as a
 // read-only user on the Certificates page, finds that in the audit log;
 // the read-only certificate sees the documents and no action it may not
@@ -17,7 +18,8 @@ const { shot, freePort, until, studioBinary, waitLive } = require("./helpers");
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "rookery-pw-secured-"));
 const certs = path.join(tmp, "certs");
-const node = {}; // {url, origin, proc, exited, adminTP, readerTP}
+const node = {}; // node A: {url, origin, adminTP, readerTP}
+const nodes = []; // A, B, C: {url, origin, proc, exited, log}
 let bin;
 
 // run runs the binary and returns its standard output.
@@ -72,28 +74,40 @@ function adminAPI(method, pathAndQuery, body) {
 // of its .pfx in the setup directory), or none.
 async function context(browser, name) {
   const opts = { ignoreHTTPSErrors: true }; // the node's certificate comes from the cluster's own CA
-  if (name) opts.clientCertificates = [{ origin: node.origin, pfxPath: path.join(certs, name + ".pfx"), passphrase: "pw" }];
+  if (name) opts.clientCertificates = nodes.map((n) => ({ origin: n.origin, pfxPath: path.join(certs, name + ".pfx"), passphrase: "pw" }));
   return browser.newContext(opts);
 }
 
-test.describe.serial("the studio on a secured node", () => {
+test.describe.serial("the studio on a secured three-node cluster", () => {
   test.setTimeout(90_000);
 
   test.beforeAll(async () => {
     test.setTimeout(120_000);
     bin = studioBinary(tmp);
-    const port = await freePort();
-    const raft = await freePort();
-    node.url = node.origin = "https://127.0.0.1:" + port;
-    const out = run(["setup", "--hosts", "127.0.0.1:" + port, "--out", certs, "--pfx-password", "pw"]);
+    const ports = [await freePort(), await freePort(), await freePort()];
+    const out = run(["setup", "--hosts", ports.map((p) => "127.0.0.1:" + p).join(","), "--out", certs, "--pfx-password", "pw"]);
     node.adminTP = line(out, "admin thumbprint");
-    const args = serveArgs(line(out, "node 1"));
-    args.push("--data-dir", path.join(tmp, "data"), "--node-tag", "A", "--raft-addr", "127.0.0.1:" + raft);
     node.readerTP = line(run(["setup", "client", "--dir", certs, "--name", "reader", "--pfx-password", "pw"]), "reader thumbprint");
-    const log = fs.openSync(path.join(tmp, "node.log"), "a");
-    node.proc = spawn(bin, args, { stdio: ["ignore", log, log] });
-    node.exited = new Promise((resolve) => node.proc.on("exit", resolve));
-    await until("the secured node", async () => (await adminAPI("GET", "/readyz")).status === 200);
+    // Each node runs its printed line (its data directory made unique, a
+    // free Raft port), the first one bootstrapping, the others joining it.
+    for (let i = 0; i < 3; i++) {
+      const n = { url: "https://127.0.0.1:" + ports[i], log: path.join(tmp, "node" + (i + 1) + ".log") };
+      n.origin = n.url;
+      const args = serveArgs(line(out, "node " + (i + 1))).filter((_, j, a) => a[j] !== "--data-dir" && a[j - 1] !== "--data-dir");
+      args.push("--data-dir", path.join(tmp, "data" + (i + 1)), "--raft-addr", "127.0.0.1:" + (await freePort()));
+      const log = fs.openSync(n.log, "a");
+      n.proc = spawn(bin, args, { stdio: ["ignore", log, log] });
+      n.exited = new Promise((resolve) => n.proc.on("exit", resolve));
+      nodes.push(n);
+      if (i === 0) {
+        node.url = node.origin = n.url;
+        await until("node A", async () => (await adminAPI("GET", "/readyz")).status === 200);
+      }
+    }
+    await until("three voters", async () => {
+      const r = await adminAPI("GET", "/admin/cluster/status");
+      return r.status === 200 && JSON.parse(r.text).Nodes.filter((x) => x.Suffrage === "voter").length === 3;
+    });
     await until("a database", async () => (await adminAPI("PUT", "/admin/databases?name=vault", { DatabaseName: "vault" })).status === 201);
     const r = await adminAPI("POST", "/databases/vault/bulk_docs", {
       Commands: [{ Id: "secrets/1", Type: "PUT", Document: { Note: "<b>not markup</b>", "@metadata": { "@collection": "Secrets" } } }],
@@ -102,9 +116,9 @@ test.describe.serial("the studio on a secured node", () => {
   });
 
   test.afterAll(async () => {
-    if (node.proc && node.proc.exitCode === null && node.proc.signalCode === null) node.proc.kill("SIGTERM");
-    if (node.exited) await node.exited;
-    if (process.env.ROOKERY_SERVER_LOG) process.stderr.write(fs.readFileSync(path.join(tmp, "node.log"), "utf8"));
+    for (const n of nodes) if (n.proc.exitCode === null && n.proc.signalCode === null) n.proc.kill("SIGTERM");
+    for (const n of nodes) await n.exited;
+    if (process.env.ROOKERY_SERVER_LOG) for (const n of nodes) process.stderr.write(fs.readFileSync(n.log, "utf8"));
     fs.rmSync(tmp, { recursive: true, force: true });
   });
 
@@ -145,7 +159,9 @@ test.describe.serial("the studio on a secured node", () => {
 
     await page.getByTestId("nav-audit").click();
     await expect(page).toHaveURL(/\/studio\/audit$/);
-    await expect(page.locator("[data-testid=audit-node][data-tag=A]")).toHaveAttribute("data-answered", "true");
+    for (const tag of ["A", "B", "C"]) {
+      await expect(page.locator(`[data-testid=audit-node][data-tag=${tag}]`)).toHaveAttribute("data-answered", "true");
+    }
     const entry = page.locator("[data-testid=audit-row][data-action='certificate.put']");
     await expect(entry).toHaveCount(1);
     await expect(entry.getByTestId("audit-who-cell")).toContainText("admin");
@@ -157,12 +173,24 @@ test.describe.serial("the studio on a secured node", () => {
     await expect(page.locator("[data-testid=audit-row]")).toHaveCount(1);
     await expect(page.locator("[data-testid=audit-row]")).toHaveAttribute("data-action", "database.create");
     await shot(page, "secured-audit");
+
+    // Node C, over its own TLS origin with the same certificate: three
+    // voters, and the read-only registration made on A is there too.
+    await page.goto(nodes[2].url + "/studio/cluster");
+    await expect(page.getByTestId("node-tag")).toHaveText("reads node C");
+    await expect(page.locator("[data-testid=cluster-node-row]")).toHaveCount(3);
+    await page.goto(nodes[2].url + "/studio/certificates");
+    await expect(page.locator(`[data-testid=cert-row][data-thumbprint="${node.readerTP}"]`)).toHaveCount(1);
     await ctx.close();
   });
 
   test("the read-only certificate sees the documents and no action; a forged POST is refused", async ({ browser }) => {
     const ctx = await context(browser, "reader");
     const page = await ctx.newPage();
+    // On node B: the document written on A has replicated there.
+    await page.goto(nodes[1].url + "/studio/db/vault/documents");
+    await expect(page.getByTestId("doc-link")).toHaveText(["secrets/1"]);
+    await expect(page.getByTestId("node-tag")).toHaveText("reads node B");
     await page.goto(node.url + "/studio/");
     await expect(page.getByTestId("whoami-name")).toHaveText("reports-reader");
     await expect(page.getByTestId("whoami-clearance")).toHaveText("ValidUser");

@@ -1,11 +1,11 @@
 package web
 
 import (
-	"net/http"
 	"net/netip"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rookerydb/rookery/backend/auth"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/handlers"
 )
@@ -25,7 +25,10 @@ import (
 func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		node := r.Header.Get(nodeAuthHeader) != "" || (r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && s.isNodeCert(r))
+		// Identify the caller once; authorize (after routing) uses it.
+		id, idErr := s.sec.identify(r)
+		c.Set(callerKey, caller{id, idErr})
+		node := id != nil && id.Clearance == auth.ClusterNode
 		if !node && !s.sec.hostAllowed(r.Host, r.TLS != nil) {
 			return dberr.New(dberr.BadRequest, "This node does not answer to the host name %q (DNS rebinding protection). Use its own address, or add the name with --allowed-hosts.", clipHost(r.Host))
 		}
@@ -41,10 +44,14 @@ func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// isNodeCert tells whether the request's client certificate is a node's.
-func (s *Server) isNodeCert(r *http.Request) bool {
-	id, err := s.sec.auth.Identify(r.TLS.PeerCertificates)
-	return err == nil && id.Clearance == "ClusterNode"
+// callerKey is where guard leaves the caller's identity for authorize.
+const callerKey = "rookery.caller"
+
+// caller is who guard found the caller to be: an identity, or the reason a
+// presented certificate or secret was not accepted (both nil: anonymous).
+type caller struct {
+	id  *auth.Identity
+	err error
 }
 
 func clipHost(h string) string {

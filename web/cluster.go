@@ -29,7 +29,7 @@ func (s *Server) startCluster() error {
 			return err
 		}
 	} else if s.cfg.Join != "" {
-		s.log.Warn("this data directory already belongs to a cluster: --join is ignored (use a fresh --data-dir to join another one)", "join", s.cfg.Join, "data_dir", s.cfg.DataDir)
+		s.log.Info("this data directory already belongs to a cluster: --join is ignored (use a fresh --data-dir to join another one)", "join", s.cfg.Join, "data_dir", s.cfg.DataDir)
 	}
 	if err := s.cluster.WaitLeader(ctx); err != nil {
 		// A restarted node of a cluster that has no quorum yet: serve

@@ -37,10 +37,24 @@ func (s *Server) startCluster() error {
 		s.log.Warn("no cluster leader yet; serving without one", "error", err)
 		return nil
 	}
+	// The log replays asynchronously after a restart: act on the state
+	// only once it is current, or a database deleted just before a crash
+	// would be created again from an old state.
+	caughtUp := true
+	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	defer ccancel()
+	if err := s.cluster.CatchUp(cctx); err != nil {
+		caughtUp = false
+		s.log.Warn("could not catch up with the cluster's log; databases on disk are kept until it does", "error", err)
+	}
 	if err := s.cluster.RegisterSelf(ctx); err != nil {
 		s.log.Warn("could not register this node's URL in the cluster", "error", err)
 	}
-	if s.cluster.IsLeader() {
+	// Databases on disk with no record are adopted into a cluster that is
+	// new (a data directory from before the cluster existed). In a cluster
+	// that existed, the record was deleted (the node stopped before it
+	// removed the files): they are removed, once the state is current.
+	if s.cluster.IsLeader() && !s.cluster.HadState() {
 		for _, db := range s.catalog.All() {
 			if _, ok := s.cluster.Database(db.Name()); !ok {
 				_, err := s.cluster.CreateDatabase(ctx, cluster.Database{Name: db.Name(), Members: []string{s.cfg.NodeTag}, Separator: db.Separator(), Created: time.Now().UTC()})
@@ -51,9 +65,31 @@ func (s *Server) startCluster() error {
 		}
 	}
 	// Apply what the state says before serving.
-	s.applyRecords(map[string]bool{})
+	known := map[string]bool{}
+	if caughtUp && s.cluster.HadState() {
+		for _, name := range s.catalog.Names() {
+			known[strings.ToLower(name)] = true
+		}
+	}
+	s.reconcileWith(known)
 	s.syncReplication()
 	return nil
+}
+
+// reconcileWith applies the records. Databases that were seen before, or
+// are in known, and have no record any more are removed; what it saw is
+// remembered for the next pass, so a database created on an old state and
+// deleted by a later entry is removed then.
+func (s *Server) reconcileWith(known map[string]bool) {
+	s.reconMu.Lock()
+	defer s.reconMu.Unlock()
+	if s.reconKnown == nil {
+		s.reconKnown = map[string]bool{}
+	}
+	for k := range known {
+		s.reconKnown[k] = true
+	}
+	s.reconKnown = s.applyRecords(s.reconKnown)
 }
 
 // join asks a member to add this node: first as a non-voting member, then,
@@ -135,14 +171,13 @@ func (s *Server) postToMember(ctx context.Context, url string, body []byte, out 
 // does the file work.
 func (s *Server) reconcile() {
 	defer close(s.reconciled)
-	known := map[string]bool{}
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-s.recon:
 		}
-		known = s.applyRecords(known)
+		s.reconcileWith(map[string]bool{})
 		s.syncReplication()
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -220,6 +221,10 @@ type Server struct {
 	subCancel  context.CancelFunc
 	subConns   subscriptionConns
 	subRecon   chan struct{}
+
+	// reconKnown are the database records the reconciler saw last.
+	reconMu    sync.Mutex
+	reconKnown map[string]bool
 
 	sec        *security
 	nodes      *nodeClient

@@ -322,6 +322,50 @@ func (c *Cluster) Identities(db string) map[string]int64 { return c.fsm.identiti
 // TopologyEtag changes whenever nodes or database membership change.
 func (c *Cluster) TopologyEtag() int64 { return max(c.fsm.topologyEtag(), 1) }
 
+// CatchUp waits until this node's state machine has applied what the
+// cluster had committed: on the leader a Raft barrier, on a follower until
+// it has applied the commit index the leader told it. A node that just
+// restarted replays its log asynchronously; what it reads of the state
+// before this returns may be an old state (a database not yet deleted).
+func (c *Cluster) CatchUp(ctx context.Context) error {
+	if c.IsLeader() {
+		if err := c.raft.Barrier(c.cfg.ApplyTimeout).Error(); err != nil {
+			return &dberr.Error{Kind: dberr.Unavailable, Msg: "could not catch up with the cluster's log: " + err.Error(), Err: err}
+		}
+		return nil
+	}
+	for {
+		if ci := c.raft.CommitIndex(); ci > 0 && c.fsm.applied.Load() >= c.lastApplicable(ci) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ErrNoQuorum
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// lastApplicable is the last index at or below upTo whose entry reaches the
+// state machine (a command or a configuration; a leader's no-op entry does
+// not), or 0 when every one of them is in the snapshot.
+func (c *Cluster) lastApplicable(upTo uint64) uint64 {
+	first, err := c.store.FirstIndex()
+	if err != nil {
+		return upTo
+	}
+	for i := upTo; i >= first && i > 0; i-- {
+		var l raft.Log
+		if err := c.store.GetLog(i, &l); err != nil {
+			return upTo
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return i
+		}
+	}
+	return 0
+}
+
 // AppliedIndex is the last log index this node's state machine applied.
 func (c *Cluster) AppliedIndex() uint64 { return c.fsm.applied.Load() }
 

@@ -472,3 +472,42 @@ func TestSecurityF11PeerRegressionAndReseed(t *testing.T) {
 		return got["after/1"] == "after", got["after/1"]
 	})
 }
+
+// A database whose deletion was committed but whose files were still on
+// disk when the node died (here: put back by hand) is not served again nor
+// adopted back into the cluster: a node that restarts waits until its
+// state is current, then removes files no record owns.
+func TestSecurityF7DeletedDatabaseStaysDeleted(t *testing.T) {
+	dataDir := t.TempDir()
+	addr := freeAddr(t)
+	n := start(t, dataDir, addr)
+	for _, db := range []string{"gone", "kept"} {
+		mustStatus(t, "PUT", n.url+"/admin/databases?name="+db, `{"DatabaseName":"`+db+`"}`, http.StatusCreated)
+		putDocs(t, n.url, db, "items", 5)
+	}
+	n.stopGracefully(t)
+	dir := filepath.Join(dataDir, "databases", "gone")
+	backup := filepath.Join(t.TempDir(), "gone")
+	if err := os.CopyFS(backup, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	n = start(t, dataDir, addr)
+	mustStatus(t, "DELETE", n.url+"/admin/databases", `{"DatabaseNames":["gone"],"HardDelete":true}`, http.StatusOK)
+	n.kill9(t)
+	if err := os.CopyFS(dir, os.DirFS(backup)); err != nil {
+		t.Fatal(err)
+	}
+	n = start(t, dataDir, addr)
+	resp, body, err := request("GET", n.url+"/databases/gone/docs?id=items/0", "")
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "DatabaseDoesNotExist") {
+		t.Fatalf("the deleted database answers: %v %v %s", err, resp, body)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the deleted database's files are still in databases/: %v", err)
+	}
+	resp, body, _ = request("GET", n.url+"/databases", "")
+	if resp.StatusCode != 200 || strings.Contains(string(body), `"gone"`) || !strings.Contains(string(body), `"kept"`) {
+		t.Fatalf("databases: %d %s", resp.StatusCode, body)
+	}
+	n.kill9(t)
+}

@@ -68,19 +68,16 @@ type API struct {
 // drive the handlers directly): no credentials.
 var plainNodes NodeClient = &http.Client{}
 
-func (a *API) nodes() NodeClient {
-	if a.Nodes == nil {
+func orPlain(n NodeClient) NodeClient {
+	if n == nil {
 		return plainNodes
 	}
-	return a.Nodes
+	return n
 }
 
-func (s *Studio) peers() NodeClient {
-	if s.Nodes == nil {
-		return plainNodes
-	}
-	return s.Nodes
-}
+func (a *API) nodes() NodeClient { return orPlain(a.Nodes) }
+
+func (s *Studio) peers() NodeClient { return orPlain(s.Nodes) }
 
 // NodeClient sends a request to another node with this node's credentials
 // (its certificate, or the cluster's secret). Timeouts come from the

@@ -17,7 +17,6 @@ import (
 	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
-	"github.com/rookerydb/rookery/backend/names"
 )
 
 // topologyEtag tells a client whose topology is older than the cluster's to
@@ -138,20 +137,8 @@ func (a *API) clusterJoin(c echo.Context) error {
 	if err := json.Unmarshal(body, &n); err != nil {
 		return dberr.New(dberr.BadRequest, "Invalid body: expected {\"Tag\",\"Url\",\"RaftAddr\"}: %v", err)
 	}
-	n.Url = strings.TrimRight(n.Url, "/")
-	if err := names.NodeTag(n.Tag); err != nil {
-		return err
-	}
-	if err := names.NodeURL(n.Url); err != nil {
-		return err
-	}
-	if err := names.HostPort(n.RaftAddr); err != nil {
-		return err
-	}
-	if len(n.Certificate) > 64<<10 {
-		return dberr.New(dberr.BadRequest, "Certificate is too large")
-	}
-	index, err := a.Cluster.AddNonvoter(c.Request().Context(), cluster.Node{Tag: n.Tag, URL: n.Url, RaftAddr: n.RaftAddr, Certificate: n.Certificate})
+	// AddNonvoter validates the node as the state machine will.
+	index, err := a.Cluster.AddNonvoter(c.Request().Context(), cluster.Node{Tag: n.Tag, URL: strings.TrimRight(n.Url, "/"), RaftAddr: n.RaftAddr, Certificate: n.Certificate})
 	if err != nil {
 		return err
 	}

@@ -7,12 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,8 +27,6 @@ const peerStatusTimeout = 300 * time.Millisecond
 // clusterActionTimeout bounds an action forwarded to the leader (adding a
 // voter waits for the new node to catch up).
 const clusterActionTimeout = 15 * time.Second
-
-var tagPattern = regexp.MustCompile(`^[A-Z]{1,4}$`)
 
 // registerCluster adds the Cluster page: every node's Raft figures, live,
 // and the membership actions (add, remove, step down).
@@ -243,7 +238,7 @@ func (s *Studio) clusterAdd(c echo.Context) error {
 	if s.Cluster == nil {
 		return redirectFlash(c, clusterPath, "This node runs without a cluster; nothing was added.", true)
 	}
-	if err := validNode(n); err != nil {
+	if err := cluster.ValidateNode(n); err != nil {
 		return redirectFlash(c, clusterPath, err.Error()+"; nothing was changed.", true)
 	}
 	for _, m := range s.Cluster.Status().Servers {
@@ -299,21 +294,6 @@ func (s *Studio) clusterAdd(c echo.Context) error {
 		return redirectFlash(c, clusterPath, "Node "+n.Tag+" caught up, but promoting it to a voter failed: "+err.Error(), true)
 	}
 	return redirectFlash(c, clusterPath, "Node "+n.Tag+" added as a voter.", false)
-}
-
-func validNode(n cluster.Node) error {
-	if !tagPattern.MatchString(n.Tag) {
-		return fmt.Errorf("node tag %q: use 1 to 4 upper-case letters", n.Tag)
-	}
-	u, err := url.Parse(n.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-		return fmt.Errorf("HTTP URL %q: give the node's base URL, like http://10.0.0.2:8080", n.URL)
-	}
-	host, port, err := net.SplitHostPort(n.RaftAddr)
-	if p, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || p < 1 || p > 65535 {
-		return fmt.Errorf("raft address %q: give host:port, like 10.0.0.2:7000", n.RaftAddr)
-	}
-	return nil
 }
 
 func (s *Studio) clusterRemove(c echo.Context) error {

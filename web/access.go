@@ -3,11 +3,9 @@ package web
 import (
 	"context"
 	"errors"
-	"fmt"
 	"html/template"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -382,10 +380,7 @@ func wantsHTML(r *http.Request) bool {
 // (RavenDB lets Read access act as a subscription worker).
 func (s *Server) authorizeWorker(c net.Conn, db string) error {
 	if !s.sec.secured {
-		if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil && !unsecuredAllows(s.sec.access, ap.Addr()) {
-			return fmt.Errorf("this node runs without authentication and accepts only %s callers; %s is outside that", accessName(s.sec.access), ap.Addr())
-		}
-		return nil
+		return s.sec.checkCaller(c.RemoteAddr().String())
 	}
 	st := tlsState(c)
 	if st == nil {

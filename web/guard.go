@@ -1,8 +1,6 @@
 package web
 
 import (
-	"net/netip"
-
 	"github.com/labstack/echo/v4"
 
 	"github.com/rookerydb/rookery/backend/auth"
@@ -32,10 +30,8 @@ func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 		if !node && !s.sec.hostAllowed(r.Host, r.TLS != nil) {
 			return dberr.New(dberr.BadRequest, "This node does not answer to the host name %q (DNS rebinding protection). Use its own address, or add the name with --allowed-hosts.", clipHost(r.Host))
 		}
-		if !s.sec.secured {
-			if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && !unsecuredAllows(s.sec.access, ap.Addr()) {
-				return dberr.New(dberr.Forbidden, "This node runs without authentication and accepts only %s callers (--unsecured-access-allowed); %s is outside that.", accessName(s.sec.access), ap.Addr())
-			}
+		if err := s.sec.checkCaller(r.RemoteAddr); err != nil {
+			return err
 		}
 		if err := handlers.CheckOrigin(r); err != nil {
 			return dberr.New(dberr.Forbidden, "%s", err.Error())

@@ -21,6 +21,7 @@ import (
 
 	"github.com/rookerydb/rookery/backend/auth"
 	"github.com/rookerydb/rookery/backend/cluster"
+	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/pki"
 	"github.com/rookerydb/rookery/handlers"
 )
@@ -88,6 +89,19 @@ func accessName(flags int) string {
 		return "None"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// checkCaller refuses, on an unsecured node, a caller (host:port) outside
+// the ranges --unsecured-access-allowed names; a secured node lets the
+// certificate decide.
+func (sec *security) checkCaller(remote string) error {
+	if sec.secured {
+		return nil
+	}
+	if ap, err := netip.ParseAddrPort(remote); err == nil && !unsecuredAllows(sec.access, ap.Addr()) {
+		return dberr.New(dberr.Forbidden, "This node runs without authentication and accepts only %s callers (--unsecured-access-allowed); %s is outside that.", accessName(sec.access), ap.Addr())
+	}
+	return nil
 }
 
 // checkUnsecuredBind refuses to listen unsecured on an address outside the

@@ -30,14 +30,26 @@ func (e *LogStoreError) Error() string {
 		e.Path, e.Why, e.Path, e.Path)
 }
 
-// openLogStore checks path and opens it with raft-boltdb.
+// errStoreInUse is a log store another process holds: a node running on
+// the same data directory.
+type errStoreInUse struct{ path string }
+
+func (e errStoreInUse) Error() string {
+	return e.path + " is in use by another process (a node running on this data directory?): stop the node first"
+}
+
+// openLogStore checks path and opens it with raft-boltdb; a store another
+// process holds is an error after a second, not a wait for ever.
 func openLogStore(path string) (store *raftboltdb.BoltStore, err error) {
 	if err := checkLogStore(path); err != nil {
 		return nil, err
 	}
 	err = guard(path, func() error {
 		var oerr error
-		store, oerr = raftboltdb.NewBoltStore(path)
+		store, oerr = raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bolt.Options{Timeout: time.Second}})
+		if errors.Is(oerr, bolt.ErrTimeout) {
+			return errStoreInUse{path}
+		}
 		return oerr
 	})
 	return store, err
@@ -54,7 +66,7 @@ func guard(path string, fn func() error) (err error) {
 	}()
 	if err := fn(); err != nil {
 		var lse *LogStoreError
-		if errors.As(err, &lse) {
+		if errors.As(err, &lse) || errors.As(err, new(errStoreInUse)) {
 			return err
 		}
 		return &LogStoreError{Path: path, Why: err.Error()}

@@ -7,12 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 )
 
 // Recover rewrites a stopped node's Raft configuration to the given voters
@@ -36,7 +33,7 @@ func Recover(dir, selfTag string, voters map[string]string) error {
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("no Raft state at %s: %w", path, err)
 	}
-	store, err := openBoltStore(path)
+	store, err := openLogStore(path)
 	if err != nil {
 		return err
 	}
@@ -65,7 +62,7 @@ func Recover(dir, selfTag string, voters map[string]string) error {
 // CurrentVoters reads a stopped node's last known Raft configuration (for
 // the recover command's default: this node alone).
 func CurrentVoters(dir string) (map[string]string, error) {
-	store, err := openBoltStore(filepath.Join(dir, "raft.db"))
+	store, err := openLogStore(filepath.Join(dir, "raft.db"))
 	if err != nil {
 		return nil, err
 	}
@@ -102,14 +99,4 @@ func CurrentVoters(dir string) (map[string]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// openBoltStore opens a stopped node's Raft log store; a store another
-// process holds (the node is running) is an error, not a wait.
-func openBoltStore(path string) (*raftboltdb.BoltStore, error) {
-	s, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: time.Second}})
-	if errors.Is(err, bbolt.ErrTimeout) {
-		return nil, fmt.Errorf("%s is in use: stop the node first", path)
-	}
-	return s, err
 }

@@ -57,16 +57,7 @@ func validate(c *Command) error {
 		if c.Node == nil {
 			return bad("no node")
 		}
-		if err := names.NodeTag(c.Node.Tag); err != nil {
-			return err
-		}
-		if err := names.NodeURL(c.Node.URL); err != nil {
-			return err
-		}
-		if len(c.Node.Certificate) > 64<<10 {
-			return bad("the node's certificate is too large")
-		}
-		return names.HostPort(c.Node.RaftAddr)
+		return ValidateNode(*c.Node)
 	case opRemoveNode:
 		return names.NodeTag(c.Tag)
 	case opCreateDatabase:
@@ -161,6 +152,21 @@ func validate(c *Command) error {
 		return bad("unknown operation")
 	}
 	return nil
+}
+
+// ValidateNode checks a node's record: its tag, HTTP URL, Raft address and
+// certificate.
+func ValidateNode(n Node) error {
+	if err := names.NodeTag(n.Tag); err != nil {
+		return err
+	}
+	if err := names.NodeURL(n.URL); err != nil {
+		return err
+	}
+	if len(n.Certificate) > 64<<10 {
+		return dberr.New(dberr.BadRequest, "node %s: the certificate is too large", n.Tag)
+	}
+	return names.HostPort(n.RaftAddr)
 }
 
 // validators are the checks of operations defined in other files.

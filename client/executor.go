@@ -351,8 +351,7 @@ func (e *RequestExecutor) ensureTopology(ctx context.Context) error {
 	}
 	err := e.fetchTopology(ctx, urls, "first-topology-update", true)
 	if err != nil {
-		var dm *DatabaseDoesNotExistError
-		if errors.As(err, &dm) || errors.Is(err, ErrAuthorization) || ctx.Err() != nil {
+		if sameOnEveryNode(err) || ctx.Err() != nil {
 			return err
 		}
 		// No node answered: use the store's URLs; requests will fail or
@@ -408,10 +407,7 @@ func (e *RequestExecutor) fetchTopology(ctx context.Context, urls []string, debu
 		}
 		if resp.status != http.StatusOK {
 			ferr := e.errorFrom(http.MethodGet, url, resp)
-			var dm *DatabaseDoesNotExistError
-			if errors.As(ferr, &dm) || errors.Is(ferr, ErrAuthorization) {
-				// The same answer on every node: the database is missing,
-				// or this certificate may not use it.
+			if sameOnEveryNode(ferr) {
 				return ferr
 			}
 			errs = append(errs, ferr)
@@ -483,4 +479,12 @@ func (e *RequestExecutor) close() {
 	if e.ownsHTTP {
 		e.http.CloseIdleConnections()
 	}
+}
+
+// sameOnEveryNode tells an error every node would answer alike (the
+// database is missing, or this certificate may not use it): asking another
+// node is pointless.
+func sameOnEveryNode(err error) bool {
+	var dm *DatabaseDoesNotExistError
+	return errors.As(err, &dm) || errors.Is(err, ErrAuthorization)
 }

@@ -22,6 +22,7 @@ type DocumentStore struct {
 	Conventions *Conventions
 
 	urls     []string
+	https    bool // the URLs are https (mixing schemes is refused)
 	database string
 	urlErr   error
 
@@ -68,6 +69,7 @@ func NewDocumentStoreWithConventions(urls []string, database string, conv *Conve
 		scheme = pu.Scheme
 		s.urls = append(s.urls, u)
 	}
+	s.https = scheme == "https"
 	if len(s.urls) == 0 && s.urlErr == nil {
 		s.urlErr = errors.New("rookery: no server URL given")
 	}
@@ -83,15 +85,10 @@ func (s *DocumentStore) URLs() []string { return append([]string(nil), s.urls...
 func (s *DocumentStore) init() error {
 	s.initOnce.Do(func() {
 		s.conv = s.Conventions.withDefaults()
-		if s.conv.Certificate != nil && s.urlErr == nil {
-			for _, u := range s.urls {
-				if strings.HasPrefix(u, "http:") {
-					// As RavenDB's clients: a certificate means a secured
-					// cluster, which is never spoken to in clear text.
-					s.urlErr = fmt.Errorf("rookery: the URL %s is http, but a client certificate is set (Conventions.Certificate): a secured cluster needs https URLs", u)
-					break
-				}
-			}
+		if s.conv.Certificate != nil && s.urlErr == nil && !s.https {
+			// As RavenDB's clients: a certificate means a secured cluster,
+			// which is never spoken to in clear text.
+			s.urlErr = fmt.Errorf("rookery: the URL %s is http, but a client certificate is set (Conventions.Certificate): a secured cluster needs https URLs", s.urls[0])
 		}
 		s.types = &typeCache{conv: s.conv}
 		s.executor = newRequestExecutor(s.database, s.urls, s.conv)

@@ -189,7 +189,6 @@ func (w *Worker) Run(ctx context.Context, handler func(ctx context.Context, b *B
 			return he.err
 		}
 		var se *SubscriptionError
-		var dm *DatabaseDoesNotExistError
 		switch {
 		case errors.As(err, &se):
 			if se.NoDocsLeft {
@@ -198,7 +197,7 @@ func (w *Worker) Run(ctx context.Context, handler func(ctx context.Context, b *B
 			if !se.retryable() {
 				return se
 			}
-		case errors.As(err, &dm), errors.Is(err, ErrStoreClosed), errors.Is(err, ErrAuthorization):
+		case sameOnEveryNode(err), errors.Is(err, ErrStoreClosed):
 			return err
 		}
 		if w.opts.OnError != nil {
@@ -259,7 +258,13 @@ func (w *Worker) locate(ctx context.Context) (*tcpInfo, error) {
 // with TLS when the node announced its certificate or the store speaks
 // https (see workerTLSConfig).
 func (w *Worker) dial(ctx context.Context, info *tcpInfo) (net.Conn, error) {
-	secured := info.Certificate != "" || strings.HasPrefix(w.store.urls[0], "https:")
+	var tlsCfg *tls.Config
+	if info.Certificate != "" || w.store.https {
+		var err error
+		if tlsCfg, err = workerTLSConfig(w.store.conv, info.Certificate); err != nil {
+			return nil, err
+		}
+	}
 	var errs []error
 	seen := map[string]bool{}
 	for _, raw := range append(append([]string(nil), info.URLs...), info.URL) {
@@ -273,7 +278,7 @@ func (w *Worker) dial(ctx context.Context, info *tcpInfo) (net.Conn, error) {
 			continue
 		}
 		d := net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-		if !secured {
+		if tlsCfg == nil {
 			c, err := d.DialContext(ctx, "tcp", u.Host)
 			if err == nil {
 				return c, nil
@@ -281,11 +286,7 @@ func (w *Worker) dial(ctx context.Context, info *tcpInfo) (net.Conn, error) {
 			errs = append(errs, err)
 			continue
 		}
-		cfg, err := workerTLSConfig(w.store.conv, info.Certificate, u.Hostname())
-		if err != nil {
-			return nil, err
-		}
-		td := tls.Dialer{NetDialer: &d, Config: cfg}
+		td := tls.Dialer{NetDialer: &d, Config: tlsCfg}
 		c, err := td.DialContext(ctx, "tcp", u.Host)
 		if err == nil {
 			return c, nil

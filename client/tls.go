@@ -29,12 +29,7 @@ func LoadCertificate(pemFile string) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rookery: %s: %w (the file must hold the certificate and its private key, PEM-encoded)", pemFile, err)
 	}
-	if cert.Leaf == nil {
-		if leaf, err := x509.ParseCertificate(cert.Certificate[0]); err == nil {
-			cert.Leaf = leaf
-		}
-	}
-	return &cert, nil
+	return &cert, nil // X509KeyPair fills in Leaf
 }
 
 // LoadTrustedCAs reads the PEM certificates of the authorities the nodes'
@@ -85,11 +80,11 @@ func httpsTLSConfig(conv *Conventions) *tls.Config {
 // GET /info/remote-task/tcp: the node must present exactly that
 // certificate, as RavenDB's clients require, and, when TrustedCAs is set,
 // it must also chain to one of them. With no announced certificate the
-// node's certificate is verified as for HTTPS, against serverName.
-func workerTLSConfig(conv *Conventions, announced, serverName string) (*tls.Config, error) {
+// node's certificate is verified as for HTTPS, against the host name the
+// dialer connects to.
+func workerTLSConfig(conv *Conventions, announced string) (*tls.Config, error) {
 	cfg := httpsTLSConfig(conv)
 	if announced == "" {
-		cfg.ServerName = serverName
 		return cfg, nil
 	}
 	want, err := base64.StdEncoding.DecodeString(announced)

@@ -148,7 +148,7 @@ func TestWorkerPinsTheAnnouncedCertificate(t *testing.T) {
 	if err := pinVerifier(der, otherRoots)([][]byte{der}, nil); err == nil || !strings.Contains(err.Error(), "TrustedCAs") {
 		t.Errorf("own certificate, a foreign CA: %v", err)
 	}
-	if _, err := workerTLSConfig(DefaultConventions(), "!!not base64", "localhost"); err == nil {
+	if _, err := workerTLSConfig(DefaultConventions(), "!!not base64"); err == nil {
 		t.Error("an unreadable announced certificate was accepted")
 	}
 }

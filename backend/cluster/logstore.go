@@ -47,16 +47,14 @@ func openLogStore(path string) (store *raftboltdb.BoltStore, err error) {
 	err = guard(path, func() error {
 		var oerr error
 		store, oerr = raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bolt.Options{Timeout: time.Second}})
-		if errors.Is(oerr, bolt.ErrTimeout) {
-			return errStoreInUse{path}
-		}
 		return oerr
 	})
 	return store, err
 }
 
 // guard runs fn, turning a panic or a memory fault in it (bbolt reading a
-// damaged file through its mmap) into a LogStoreError.
+// damaged file through its mmap) into a LogStoreError, and a lock another
+// process holds (bbolt's timeout) into errStoreInUse.
 func guard(path string, fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
@@ -66,8 +64,11 @@ func guard(path string, fn func() error) (err error) {
 	}()
 	if err := fn(); err != nil {
 		var lse *LogStoreError
-		if errors.As(err, &lse) || errors.As(err, new(errStoreInUse)) {
+		if errors.As(err, &lse) {
 			return err
+		}
+		if errors.Is(err, bolt.ErrTimeout) {
+			return errStoreInUse{path}
 		}
 		return &LogStoreError{Path: path, Why: err.Error()}
 	}

@@ -104,3 +104,19 @@ func FuzzCheckLogStore(f *testing.F) {
 		}
 	})
 }
+
+// A raft.db another process holds (a node running on the same data
+// directory) is said to be in use, not to be damaged, and is not waited on.
+func TestLogStoreInUse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "raft.db")
+	held, err := openLogStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	_, err = CurrentVoters(filepath.Dir(path)) // opens it as recovery does
+	var inUse errStoreInUse
+	if !errors.As(err, &inUse) || !strings.Contains(err.Error(), "stop the node first") || strings.Contains(err.Error(), "not a valid") {
+		t.Fatalf("a held raft.db: %v", err)
+	}
+}

@@ -187,7 +187,6 @@ func run(args []string, stderr io.Writer) error {
 	if err := resolveTag(&o, &cfg, log); err != nil {
 		return err
 	}
-	cfg.NodeTag = o.nodeTag
 	srv, err := web.New(cfg)
 	if err != nil {
 		return err
@@ -223,13 +222,10 @@ func run(args []string, stderr io.Writer) error {
 // resolveTag settles the node tag: an explicit --node-tag wins; otherwise
 // the tag this data directory had before; otherwise, when joining, the one
 // the cluster proposes; otherwise A. The tag is remembered in the data
-// directory, since it names the node in the cluster for good.
+// directory, since it names the node in the cluster for good; cfg gets it.
 func resolveTag(o *options, cfg *web.Config, log *slog.Logger) error {
-	file := filepath.Join(o.dataDir, "node-tag")
-	saved := ""
-	if b, err := os.ReadFile(file); err == nil {
-		saved = strings.TrimSpace(string(b))
-	}
+	file := tagFile(o.dataDir)
+	saved, _ := savedTag(o.dataDir)
 	switch {
 	case o.tagSet:
 		if saved != "" && saved != o.nodeTag {
@@ -245,10 +241,20 @@ func resolveTag(o *options, cfg *web.Config, log *slog.Logger) error {
 		o.nodeTag = tag
 		log.Info("node tag assigned by the cluster", "node_tag", tag)
 	}
+	cfg.NodeTag = o.nodeTag
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
 		return err
 	}
 	return os.WriteFile(file, []byte(o.nodeTag+"\n"), 0o644)
+}
+
+// tagFile is where a data directory remembers its node's tag.
+func tagFile(dataDir string) string { return filepath.Join(dataDir, "node-tag") }
+
+// savedTag reads the tag a data directory belongs to.
+func savedTag(dataDir string) (string, error) {
+	b, err := os.ReadFile(tagFile(dataDir))
+	return strings.TrimSpace(string(b)), err
 }
 
 // splitList reads a comma-separated flag.

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -44,11 +43,10 @@ Flags:
 		}
 		return err
 	}
-	b, err := os.ReadFile(filepath.Join(*dataDir, "node-tag"))
+	self, err := savedTag(*dataDir)
 	if err != nil {
 		return fmt.Errorf("%s holds no node (no node-tag file): %w", *dataDir, err)
 	}
-	self := strings.TrimSpace(string(b))
 	raftDir := filepath.Join(*dataDir, "raft")
 	voters := map[string]string{}
 	if *votersFlag == "" {

@@ -78,11 +78,7 @@ func runSetup(args []string, stdout, stderr io.Writer) error {
 	for i, n := range nodes {
 		names[i] = n.Host
 	}
-	for _, h := range strings.Split(sans, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			names = append(names, h)
-		}
-	}
+	names = append(names, splitList(sans)...)
 	res, err := pki.Setup(out, pki.SetupOptions{Hosts: names, Days: days, AdminName: adminName, PFXPassword: password, Force: force})
 	if err != nil {
 		return fmt.Errorf("setup: %w", err)

@@ -172,11 +172,11 @@ func (r *registryRef) Certificate(tp string) (auth.Certificate, bool) {
 	return auth.Certificate{}, false
 }
 
-func (r *registryRef) Certificates() []auth.Certificate {
+func (r *registryRef) Renewed(pin, issuer string) (auth.Certificate, bool) {
 	if c := r.c.Load(); c != nil {
-		return c.Certificates()
+		return c.Renewed(pin, issuer)
 	}
-	return nil
+	return auth.Certificate{}, false
 }
 
 func newSecurity(cfg *Config) (*security, error) {

@@ -82,12 +82,13 @@ func TestClearancesAndAccess(t *testing.T) {
 type registry map[string]auth.Certificate
 
 func (r registry) Certificate(tp string) (auth.Certificate, bool) { c, ok := r[tp]; return c, ok }
-func (r registry) Certificates() []auth.Certificate {
-	var out []auth.Certificate
+func (r registry) Renewed(pin, issuer string) (auth.Certificate, bool) {
 	for _, c := range r {
-		out = append(out, c)
+		if c.PublicKeyPinningHash == pin && c.Issuer == issuer {
+			return c, true
+		}
 	}
-	return out
+	return auth.Certificate{}, false
 }
 
 func readCert(t *testing.T, path string) *x509.Certificate {

@@ -3,7 +3,6 @@ package auth
 import (
 	"crypto/subtle"
 	"crypto/x509"
-	"strings"
 	"time"
 
 	"github.com/rookerydb/rookery/backend/dberr"
@@ -14,7 +13,9 @@ import (
 // state).
 type Registry interface {
 	Certificate(thumbprint string) (Certificate, bool)
-	Certificates() []Certificate
+	// Renewed finds a registration with this public-key pinning hash and
+	// issuer (a renewal of a registered certificate).
+	Renewed(pin, issuer string) (Certificate, bool)
 }
 
 // Authenticator turns the certificate a caller presented into an identity.
@@ -74,12 +75,8 @@ func (a *Authenticator) Identify(chain []*x509.Certificate) (*Identity, error) {
 		}
 		// A renewed certificate: same issuer and same public key as a
 		// registered one (RavenDB accepts those too).
-		pin := pki.PinningHash(c)
-		issuer := c.Issuer.String()
-		for _, reg := range a.Registry.Certificates() {
-			if reg.PublicKeyPinningHash == pin && reg.Issuer == issuer {
-				return reg.identity(c), nil
-			}
+		if reg, ok := a.Registry.Renewed(pki.PinningHash(c), c.Issuer.String()); ok {
+			return reg.identity(c), nil
 		}
 	}
 	if a.CA != nil && pki.IsNodeCert(c) {
@@ -95,12 +92,10 @@ func (a *Authenticator) Identify(chain []*x509.Certificate) (*Identity, error) {
 		c.Subject.CommonName, tp)
 }
 
+// identity is the registration's identity. Its permissions are lower-cased
+// already (Validate) and never modified in place, so they are shared.
 func (r Certificate) identity(c *x509.Certificate) *Identity {
-	perms := make(map[string]Access, len(r.Permissions))
-	for db, a := range r.Permissions {
-		perms[strings.ToLower(db)] = a
-	}
-	return &Identity{Name: r.Name, Thumbprint: r.Thumbprint, Clearance: r.SecurityClearance, Permissions: perms, NotAfter: c.NotAfter}
+	return &Identity{Name: r.Name, Thumbprint: r.Thumbprint, Clearance: r.SecurityClearance, Permissions: r.Permissions, NotAfter: c.NotAfter}
 }
 
 // IdentifyNode authenticates a peer that claims to be a node: it must

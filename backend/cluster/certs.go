@@ -92,6 +92,20 @@ func (c *Cluster) Certificate(thumbprint string) (auth.Certificate, bool) {
 	return *cert, true
 }
 
+// Renewed finds a registered certificate with this public-key pinning hash
+// and issuer (auth.Registry; a scan of the registrations without copying
+// them, as it runs for every unknown certificate).
+func (c *Cluster) Renewed(pin, issuer string) (auth.Certificate, bool) {
+	c.fsm.mu.RLock()
+	defer c.fsm.mu.RUnlock()
+	for _, cert := range c.fsm.st.Certificates {
+		if cert.PublicKeyPinningHash == pin && cert.Issuer == issuer {
+			return *cert, true
+		}
+	}
+	return auth.Certificate{}, false
+}
+
 // Certificates lists the registered certificates by name.
 func (c *Cluster) Certificates() []auth.Certificate {
 	c.fsm.mu.RLock()

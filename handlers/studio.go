@@ -264,7 +264,7 @@ func (s *Studio) databaseRows(ctx context.Context) []views.DatabaseRow {
 			Rate: s.Activity.Rate(db.Name()), Members: s.members(db.Name()),
 		})
 	}
-	return append(rows, s.damagedRows()...)
+	return append(rows, s.damagedRows(ctx)...)
 }
 
 // members are the nodes a database lives on, from the cluster's record.

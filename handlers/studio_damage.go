@@ -1,10 +1,12 @@
 package handlers
 
 import (
+	"context"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rookerydb/rookery/backend/auth"
 	"github.com/rookerydb/rookery/views"
 )
 
@@ -26,9 +28,13 @@ func (s *Studio) reseedDatabase(c echo.Context) error {
 }
 
 // damagedRows are the databases this node holds but does not serve.
-func (s *Studio) damagedRows() []views.DatabaseRow {
+func (s *Studio) damagedRows(ctx context.Context) []views.DatabaseRow {
 	var rows []views.DatabaseRow
+	id := auth.FromContext(ctx)
 	for _, d := range s.Catalog.Damaged() {
+		if !id.Allows(auth.DatabaseRead, d.Name) {
+			continue // what is wrong with a database is for those who may read it
+		}
 		rows = append(rows, views.DatabaseRow{Name: d.Name, Members: s.members(d.Name), Damage: d.Reason, DamageDetail: d.Detail, DamageDetected: d.Detected})
 	}
 	return rows

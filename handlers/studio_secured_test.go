@@ -303,6 +303,10 @@ func TestStudioSecuredCertificatesAndAccess(t *testing.T) {
 	p = browse(t, ro, "GET", n.url+"/studio/", "", nil)
 	mustContain(t, "reader dashboard", p, `data-testid="whoami-name">`+escaped, `data-testid="whoami-clearance">ValidUser<`, `dash-databases">1<`, "/studio/db/shop/documents")
 	mustLack(t, "reader dashboard", p, `<img src=x`, "/studio/db/other/", `data-testid="nav-certificates"`, `data-testid="nav-audit"`)
+	// A damaged database the reader may not read is not shown to it either.
+	if other, err := n.srv.Catalog().Get("other"); err != nil || !n.srv.Catalog().MarkDamaged(other, "integrity", "marked by the test") {
+		t.Fatalf("marking other damaged: %v", err)
+	}
 	p = browse(t, ro, "GET", n.url+"/studio/databases", "", nil)
 	mustContain(t, "reader databases", p, `data-db="shop"`)
 	mustLack(t, "reader databases", p, `data-db="other"`, `data-testid="create-db-form"`, `data-testid="database-delete-submit"`)

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -277,6 +278,20 @@ func newSecurity(cfg *Config) (*security, error) {
 		MinVersion:            tls.VersionTLS12,
 	}
 	return sec, nil
+}
+
+// wellKnown are the thumbprints --well-known-admin-certs resolved to
+// (its entries may be certificate files), sorted.
+func (sec *security) wellKnown() []string {
+	if sec.auth == nil {
+		return nil
+	}
+	out := make([]string, 0, len(sec.auth.WellKnownAdmins))
+	for tp := range sec.auth.WellKnownAdmins {
+		out = append(out, tp)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // wellKnownThumbprint reads an entry of --well-known-admin-certs: a

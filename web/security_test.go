@@ -401,12 +401,17 @@ func TestSecuredNode(t *testing.T) {
 	must(t, 204, oc, "DELETE", n.url+"/admin/certificates?thumbprint="+extra.Thumbprint, "")
 
 	var list struct {
-		Results          []map[string]any
-		LoadedServerCert string
+		Results                    []map[string]any
+		LoadedServerCert           string
+		WellKnownAdminCertificates []string
 	}
 	json.Unmarshal([]byte(must(t, 200, admin, "GET", n.url+"/admin/certificates?metadataOnly=true", "")), &list)
 	if len(list.Results) != 2 || list.LoadedServerCert == "" {
 		t.Fatalf("certificates: %+v", list)
+	}
+	// --well-known-admin-certs was given as a file: its thumbprint is shown.
+	if len(list.WellKnownAdminCertificates) != 1 || list.WellKnownAdminCertificates[0] != c.setup.Admin.Thumbprint {
+		t.Fatalf("well-known admins: %v, want [%s]", list.WellKnownAdminCertificates, c.setup.Admin.Thumbprint)
 	}
 	for _, r := range list.Results {
 		if _, ok := r["Certificate"]; ok {

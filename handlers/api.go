@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -62,6 +64,11 @@ type API struct {
 	// MaxDocumentSize is the largest document (its JSON, in bytes) a client
 	// may store; no limit when zero.
 	MaxDocumentSize int64
+
+	// proposed are the tags nextTag handed out in the last minute, so nodes
+	// started together (asking before either joined) get different ones.
+	proposedMu sync.Mutex
+	proposed   map[string]time.Time
 }
 
 // plainNodes is the NodeClient of a node built without one (tests that

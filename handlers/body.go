@@ -3,9 +3,7 @@ package handlers
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net/http"
 
 	"github.com/labstack/echo/v4"
 
@@ -22,7 +20,7 @@ func readBody(c echo.Context, limit int64, what string) ([]byte, error) {
 		return nil, dberr.New(dberr.BadRequest, "%s: reading the body: %v", what, err)
 	}
 	if int64(len(b)) > limit {
-		return nil, echo.NewHTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("%s: the body is larger than %d bytes", what, limit))
+		return nil, dberr.New(dberr.TooLarge, "%s: the body is larger than %d bytes", what, limit)
 	}
 	return b, nil
 }

@@ -1,8 +1,6 @@
 package handlers
 
 import (
-	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -47,17 +45,8 @@ type certificateRequest struct {
 
 func readCertificateRequest(c echo.Context) (certificateRequest, error) {
 	var req certificateRequest
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxCertificateBody+1))
-	if err != nil {
-		return req, err
-	}
-	if len(body) > maxCertificateBody {
-		return req, dberr.New(dberr.BadRequest, "The certificate request is over %d bytes", maxCertificateBody)
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		return req, dberr.New(dberr.BadRequest, "Invalid body: expected {\"Name\",\"Certificate\",\"SecurityClearance\",\"Permissions\"}: %v", err)
-	}
-	return req, nil
+	err := readJSON(c, maxCertificateBody, &req, `Invalid body: expected {"Name","Certificate","SecurityClearance","Permissions"}`)
+	return req, err
 }
 
 // PutCertificate registers a certificate on behalf of the caller, checking

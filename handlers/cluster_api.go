@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -54,13 +53,6 @@ func (a *API) clusterStatus(c echo.Context) error {
 	})
 }
 
-// proposedTags remembers the tags nextTag handed out for a minute, so
-// nodes started together (asking before either joined) get different ones.
-var proposedTags = struct {
-	sync.Mutex
-	at map[string]time.Time
-}{at: map[string]time.Time{}}
-
 // nextTag proposes the tag for a node that joins without one.
 func (a *API) nextTag(c echo.Context) error {
 	taken := map[string]bool{}
@@ -70,18 +62,21 @@ func (a *API) nextTag(c echo.Context) error {
 	for _, s := range a.Cluster.Status().Servers {
 		taken[s.Tag] = true
 	}
-	proposedTags.Lock()
-	defer proposedTags.Unlock()
-	for tag, at := range proposedTags.at {
+	a.proposedMu.Lock()
+	defer a.proposedMu.Unlock()
+	if a.proposed == nil {
+		a.proposed = map[string]time.Time{}
+	}
+	for tag, at := range a.proposed {
 		if time.Since(at) < time.Minute {
 			taken[tag] = true
 		} else {
-			delete(proposedTags.at, tag)
+			delete(a.proposed, tag)
 		}
 	}
 	for ch := 'A'; ch <= 'Z'; ch++ {
 		if !taken[string(ch)] {
-			proposedTags.at[string(ch)] = time.Now()
+			a.proposed[string(ch)] = time.Now()
 			return writeJSON(c, http.StatusOK, map[string]string{"Tag": string(ch)})
 		}
 	}
@@ -163,7 +158,7 @@ func (a *API) clusterJoin(c echo.Context) error {
 // POST /admin/cluster/promote?tag= with {"Nonce"}, the nonce the leader
 // recorded when the node joined, which the node read from its own state.
 func (a *API) clusterPromote(c echo.Context) error {
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<10))
+	body, err := readBody(c, 1<<10, "promote")
 	if err != nil {
 		return err
 	}

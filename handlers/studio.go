@@ -30,6 +30,10 @@ type LiveFunc func(ctx context.Context, q url.Values) ([]views.Fragment, error)
 
 // Studio serves the management studio's pages under /studio/.
 type Studio struct {
+	// AuditActions are the actions the audit log records (from the
+	// server's access rules), for the Audit page's filter.
+	AuditActions []string
+
 	Catalog  *catalog.Catalog
 	Activity *activity.Tracker
 	Alerts   *alerts.Store

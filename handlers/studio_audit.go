@@ -92,6 +92,7 @@ func (s *Studio) fetchAudit(ctx context.Context, base string, f audit.Filter, n 
 // auditData gathers one page of the merged log.
 func (s *Studio) auditData(ctx context.Context, q url.Values) views.AuditData {
 	d := views.AuditData{
+		Actions:  s.AuditActions,
 		Filter:   views.AuditFilter{Action: strings.TrimSpace(q.Get("action")), Who: strings.TrimSpace(q.Get("who")), Database: strings.TrimSpace(q.Get("database"))},
 		PageSize: auditPageSize, Now: time.Now(),
 	}

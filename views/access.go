@@ -33,9 +33,6 @@ func Can(ctx context.Context, method, route, db string) bool {
 	return p != nil && p(method, route, db)
 }
 
-// Viewer is the identity the page is rendered for (nil when anonymous).
-func Viewer(ctx context.Context) *auth.Identity { return auth.FromContext(ctx) }
-
 // ExpiryWarning is how close to its end a certificate is flagged (the
 // Certificates page's badge, the notification area's alert).
 const ExpiryWarning = 30 * 24 * time.Hour

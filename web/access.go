@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"net"
 	"net/http"
+	"sort"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -28,7 +29,7 @@ type rule struct {
 	db string
 	// audit names the action in the audit log ("" for none); target says
 	// where its object is ("query:x", "form:x"), besides what the handler
-	// adds (handlers.SetAuditTarget).
+	// adds (handlers.AuditTargetKey).
 	audit, target string
 }
 
@@ -235,6 +236,27 @@ func (s *Server) reauthorize(ctx context.Context, r *http.Request) (context.Cont
 	return views.WithPermit(auth.WithIdentity(ctx, id), permitFor(id)), nil
 }
 
+// auditActions are the actions routeRules audits, with their prefixes
+// ("database" for database.create and database.delete), sorted.
+func auditActions() []string {
+	seen := map[string]bool{}
+	for _, r := range routeRules {
+		if r.audit == "" {
+			continue
+		}
+		seen[r.audit] = true
+		if prefix, _, ok := strings.Cut(r.audit, "."); ok {
+			seen[prefix] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for a := range seen {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // ruleFor finds the rule of the route a request matched ("ANY" rules
 // cover every method).
 func ruleFor(c echo.Context) (rule, bool) {
@@ -276,10 +298,7 @@ func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 		}
 		req := c.Request()
-		who, ok := c.Get(callerKey).(caller)
-		if !ok { // a handler served without the guard (tests): identify here
-			who.id, who.err = s.sec.identify(req)
-		}
+		who, _ := c.Get(callerKey).(caller) // the guard identified the caller
 		id, idErr := who.id, who.err
 		if id != nil {
 			ctx := auth.WithIdentity(req.Context(), id)

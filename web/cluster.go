@@ -120,12 +120,8 @@ func (s *Server) join(ctx context.Context) error {
 			return err
 		}
 	}
-	for s.cluster.AppliedIndex() < answer.Index {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("joined %s as a non-voting member, but the leader never reached this node's Raft address %s: is it reachable from the other nodes?", s.cfg.Join, s.cluster.RaftAddr())
-		case <-time.After(20 * time.Millisecond):
-		}
+	if err := s.cluster.WaitApplied(ctx, answer.Index); err != nil {
+		return fmt.Errorf("joined %s as a non-voting member, but the leader never reached this node's Raft address %s: is it reachable from the other nodes?", s.cfg.Join, s.cluster.RaftAddr())
 	}
 	// The nonce the leader recorded for this node is in this node's copy
 	// of the state now: it proves this node is reached by Raft.

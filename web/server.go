@@ -361,6 +361,7 @@ func New(cfg Config) (*Server, error) {
 	if !sec.secured {
 		s.studio.UnsecuredAccess = accessName(sec.access)
 	}
+	s.studio.AuditActions = auditActions()
 	s.studio.Register(e)
 	s.hub = NewHub(cfg.Logger, s.studio, s.reg)
 	s.hub.maxClients = cfg.MaxLivePages

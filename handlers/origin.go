@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+
+	"github.com/rookerydb/rookery/backend/names"
 )
 
 // crossOrigin is Go's cross-origin protection: Sec-Fetch-Site, then Origin
@@ -53,9 +55,4 @@ func HostWithPort(host, scheme string) string {
 	return net.JoinHostPort(h, p)
 }
 
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
-}
+func clip(s string, n int) string { return names.Clip(s, n) }

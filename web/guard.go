@@ -5,6 +5,7 @@ import (
 
 	"github.com/rookerydb/rookery/backend/auth"
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/names"
 	"github.com/rookerydb/rookery/handlers"
 )
 
@@ -50,12 +51,7 @@ type caller struct {
 	err error
 }
 
-func clipHost(h string) string {
-	if len(h) > 100 {
-		return h[:100] + "…"
-	}
-	return h
-}
+func clipHost(h string) string { return names.Clip(h, 100) }
 
 // studioHeaders are the browser protections of every response: no framing
 // (clickjacking), no MIME sniffing, and a content security policy that lets

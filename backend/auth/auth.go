@@ -341,9 +341,4 @@ func (c Certificate) SortedPermissions() []string {
 	return out
 }
 
-func clip(s string) string {
-	if len(s) > 64 {
-		return strings.ToValidUTF8(s[:64], "?") + "…"
-	}
-	return strings.ToValidUTF8(s, "?")
-}
+func clip(s string) string { return names.Clip(s, 64) }

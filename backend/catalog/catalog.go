@@ -206,15 +206,7 @@ func (c *Catalog) Has(name string) bool {
 
 // Separator checks an identity parts separator: "/" when empty, otherwise
 // one character other than '|'.
-func Separator(sep string) (string, error) {
-	if sep == "" {
-		return "/", nil
-	}
-	if len([]rune(sep)) != 1 || sep == "|" {
-		return "", dberr.New(dberr.BadRequest, "The identity parts separator must be one character other than '|', not %q", sep)
-	}
-	return sep, nil
-}
+func Separator(sep string) (string, error) { return names.Separator(sep) }
 
 // Options are the settings of a new database.
 type Options struct {

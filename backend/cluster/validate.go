@@ -76,8 +76,10 @@ func validate(c *Command) error {
 				return err
 			}
 		}
-		if d.Separator != "" && (utf8.RuneCountInString(d.Separator) != 1 || d.Separator == "|") {
-			return bad("the identity parts separator must be one character other than '|'")
+		if d.Separator != "" {
+			if _, err := names.Separator(d.Separator); err != nil {
+				return err
+			}
 		}
 		if d.ReplicationFactor < 0 || d.ReplicationFactor > maxMembers {
 			return bad("replication factor %d", d.ReplicationFactor)
@@ -172,12 +174,7 @@ func ValidateNode(n Node) error {
 // validators are the checks of operations defined in other files.
 var validators = map[string]func(*Command) error{}
 
-func clipKey(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+func clipKey(s string) string { return names.Clip(s, 64) }
 
 // decodeCommand reads an encoded command, bounded, and validates it.
 func decodeCommand(data []byte) (Command, error) {

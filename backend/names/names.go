@@ -94,12 +94,25 @@ func HostPort(s string) error {
 	return nil
 }
 
-// clip shortens a rejected name for an error message (a 100 KB name is not
-// echoed back whole).
-func clip(s string) string {
-	const max = 80
+// Clip shortens what a caller sent for an error message (a 100 KB name is
+// not echoed back whole), to at most max bytes of valid UTF-8.
+func Clip(s string, max int) string {
 	if len(s) <= max {
 		return strings.ToValidUTF8(s, "?")
 	}
 	return strings.ToValidUTF8(s[:max], "?") + "…"
+}
+
+func clip(s string) string { return Clip(s, 80) }
+
+// Separator checks an identity parts separator: "/" when empty, otherwise
+// one character other than '|'; it returns the separator to use.
+func Separator(sep string) (string, error) {
+	if sep == "" {
+		return "/", nil
+	}
+	if utf8.RuneCountInString(sep) != 1 || sep == "|" {
+		return "", dberr.New(dberr.BadRequest, "The identity parts separator must be one character other than '|', not %q", clip(sep))
+	}
+	return sep, nil
 }

@@ -19,7 +19,7 @@ const { shot, freePort, until, studioBinary, waitLive } = require("./helpers");
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "rookery-pw-secured-"));
 const certs = path.join(tmp, "certs");
 const node = {}; // node A: {url, origin, adminTP, readerTP}
-const nodes = []; // A, B, C: {url, origin, proc, exited, log}
+const nodes = []; // in start order: {url, origin, tag, proc, exited, log}
 let bin;
 
 // run runs the binary and returns its standard output.
@@ -108,6 +108,14 @@ test.describe.serial("the studio on a secured three-node cluster", () => {
       const r = await adminAPI("GET", "/admin/cluster/status");
       return r.status === 200 && JSON.parse(r.text).Nodes.filter((x) => x.Suffrage === "voter").length === 3;
     });
+    // Nodes 2 and 3 join at once, so which of them is B is not known in
+    // advance: each node's tag is read from the cluster.
+    const members = JSON.parse((await adminAPI("GET", "/admin/cluster/status")).text).Nodes;
+    for (const n of nodes) {
+      const m = members.find((x) => x.Url === n.url);
+      if (!m) throw new Error("no member at " + n.url + " in " + JSON.stringify(members));
+      n.tag = m.Tag;
+    }
     await until("a database", async () => (await adminAPI("PUT", "/admin/databases?name=vault", { DatabaseName: "vault" })).status === 201);
     const r = await adminAPI("POST", "/databases/vault/bulk_docs", {
       Commands: [{ Id: "secrets/1", Type: "PUT", Document: { Note: "<b>not markup</b>", "@metadata": { "@collection": "Secrets" } } }],
@@ -177,7 +185,7 @@ test.describe.serial("the studio on a secured three-node cluster", () => {
     // Node C, over its own TLS origin with the same certificate: three
     // voters, and the read-only registration made on A is there too.
     await page.goto(nodes[2].url + "/studio/cluster");
-    await expect(page.getByTestId("node-tag")).toHaveText("reads node C");
+    await expect(page.getByTestId("node-tag")).toHaveText("reads node " + nodes[2].tag);
     await expect(page.locator("[data-testid=cluster-node-row]")).toHaveCount(3);
     await page.goto(nodes[2].url + "/studio/certificates");
     await expect(page.locator(`[data-testid=cert-row][data-thumbprint="${node.readerTP}"]`)).toHaveCount(1);
@@ -190,7 +198,7 @@ test.describe.serial("the studio on a secured three-node cluster", () => {
     // On node B: the document written on A has replicated there.
     await page.goto(nodes[1].url + "/studio/db/vault/documents");
     await expect(page.getByTestId("doc-link")).toHaveText(["secrets/1"]);
-    await expect(page.getByTestId("node-tag")).toHaveText("reads node B");
+    await expect(page.getByTestId("node-tag")).toHaveText("reads node " + nodes[1].tag);
     await page.goto(node.url + "/studio/");
     await expect(page.getByTestId("whoami-name")).toHaveText("reports-reader");
     await expect(page.getByTestId("whoami-clearance")).toHaveText("ValidUser");

@@ -77,7 +77,7 @@ fuzz FuzzCheckLogStore ./backend/cluster
 fuzz FuzzWorkerConnection ./web
 fuzz FuzzParseNodes ./backend/pki
 fuzz FuzzWorkerReader ./web
-fuzz FuzzReadIDs ./handlers
+fuzz FuzzReadIDs ./handlers/api
 
 step "npm client compatibility suite (ravendb 7.2.2)"
 bash compat/run.sh

@@ -14,7 +14,7 @@ import (
 	"github.com/rookerydb/rookery/backend/audit"
 	"github.com/rookerydb/rookery/backend/auth"
 	"github.com/rookerydb/rookery/backend/dberr"
-	"github.com/rookerydb/rookery/handlers"
+	"github.com/rookerydb/rookery/handlers/httpx"
 	"github.com/rookerydb/rookery/views"
 )
 
@@ -29,7 +29,7 @@ type rule struct {
 	db string
 	// audit names the action in the audit log ("" for none); target says
 	// where its object is ("query:x", "form:x"), besides what the handler
-	// adds (handlers.AuditTargetKey).
+	// adds (httpx.AuditTargetKey).
 	audit, target string
 }
 
@@ -350,7 +350,7 @@ func (s *Server) record(c echo.Context, r rule, id *auth.Identity, err error) {
 	if r.target != "" {
 		e.Target = databaseOf(c, r.target)
 	}
-	if t, ok := c.Get(handlers.AuditTargetKey).(string); ok && t != "" {
+	if t, ok := c.Get(httpx.AuditTargetKey).(string); ok && t != "" {
 		if e.Target != "" {
 			e.Target += " "
 		}

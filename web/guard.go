@@ -6,7 +6,7 @@ import (
 	"github.com/rookerydb/rookery/backend/auth"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/names"
-	"github.com/rookerydb/rookery/handlers"
+	"github.com/rookerydb/rookery/handlers/httpx"
 )
 
 // The guards run before routing, on every request.
@@ -34,7 +34,7 @@ func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 		if err := s.sec.checkCaller(r.RemoteAddr); err != nil {
 			return err
 		}
-		if err := handlers.CheckOrigin(r); err != nil {
+		if err := httpx.CheckOrigin(r); err != nil {
 			return dberr.New(dberr.Forbidden, "%s", err.Error())
 		}
 		return next(c)

@@ -11,13 +11,13 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rookerydb/rookery/handlers"
+	"github.com/rookerydb/rookery/handlers/api"
 )
 
 // serverHeaders adds the headers every RavenDB response carries.
 func serverHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		c.Response().Header().Set("Raven-Server-Version", handlers.ServerVersion)
+		c.Response().Header().Set("Raven-Server-Version", api.ServerVersion)
 		return next(c)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rookerydb/rookery/backend/replication"
-	"github.com/rookerydb/rookery/handlers"
+	"github.com/rookerydb/rookery/handlers/studio"
 )
 
 // replicationCollector reports every sender's figures at scrape time, so a
@@ -95,10 +95,10 @@ type studioReplication struct{ s *Server }
 
 func (r studioReplication) ReplicationEnabled() bool { return r.s.cfg.Replication }
 
-func (r studioReplication) Destinations(db string) []handlers.ReplicationDestination {
-	var out []handlers.ReplicationDestination
+func (r studioReplication) Destinations(db string) []studio.ReplicationDestination {
+	var out []studio.ReplicationDestination
 	for _, snd := range r.s.sendersOf(db) {
-		out = append(out, handlers.ReplicationDestination{Stats: snd.Stats(), Behind: snd.BehindSeries()})
+		out = append(out, studio.ReplicationDestination{Stats: snd.Stats(), Behind: snd.BehindSeries()})
 	}
 	return out
 }

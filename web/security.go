@@ -24,7 +24,7 @@ import (
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/pki"
-	"github.com/rookerydb/rookery/handlers"
+	"github.com/rookerydb/rookery/handlers/httpx"
 )
 
 // The node's security: secured (TLS, client certificates as identities) or
@@ -433,7 +433,7 @@ func (sec *security) setHosts(publicURL string, l net.Addr) {
 	hosts := map[string]bool{}
 	add := func(h string) { hosts[strings.ToLower(h)] = true }
 	if u, err := url.Parse(publicURL); err == nil && u.Host != "" {
-		add(handlers.HostWithPort(u.Host, u.Scheme))
+		add(httpx.HostWithPort(u.Host, u.Scheme))
 	}
 	if ta, ok := l.(*net.TCPAddr); ok {
 		port := fmt.Sprint(ta.Port)
@@ -477,7 +477,7 @@ func (sec *security) hostAllowed(host string, tls bool) bool {
 	if tls {
 		scheme = "https"
 	}
-	h := strings.ToLower(handlers.HostWithPort(host, scheme))
+	h := strings.ToLower(httpx.HostWithPort(host, scheme))
 	if (*p)[h] {
 		return true
 	}

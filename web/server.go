@@ -35,7 +35,8 @@ import (
 	"github.com/rookerydb/rookery/backend/rql"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/backend/subscriptions"
-	"github.com/rookerydb/rookery/handlers"
+	"github.com/rookerydb/rookery/handlers/api"
+	"github.com/rookerydb/rookery/handlers/studio"
 	"github.com/rookerydb/rookery/static"
 )
 
@@ -208,7 +209,7 @@ type Server struct {
 	alerts     *alerts.Store
 	cluster    *cluster.Cluster
 	recon      chan struct{}
-	studio     *handlers.Studio
+	studio     *studio.Studio
 	hub        *Hub
 	stop       chan struct{}
 	stopped    chan struct{}
@@ -291,7 +292,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.cluster, err = cluster.Open(cluster.Config{
 		NodeTag: cfg.NodeTag, RaftAddr: cfg.RaftAddr, URL: initial, Certificate: nodeCert, Dir: filepath.Join(cfg.DataDir, "raft"),
-		Bootstrap: cfg.Join == "", Logger: cfg.Logger, Forward: handlers.Forward(s.nodes), Security: sec.raft(),
+		Bootstrap: cfg.Join == "", Logger: cfg.Logger, Forward: api.Forward(s.nodes), Security: sec.raft(),
 		HeartbeatTimeout: cfg.ElectionTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.ElectionTimeout / 2,
 	})
 	if err != nil {
@@ -350,14 +351,15 @@ func New(cfg Config) (*Server, error) {
 	s.subStop, s.subCancel = context.WithCancel(context.Background())
 	s.subRecon = make(chan struct{}, 1)
 	s.reg.MustRegister(subscriptionCollector{s})
-	api := &handlers.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs,
+	wire := &api.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs,
 		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: sec.wellKnown(), Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize}
 	if sec.secured {
-		api.ServerThumbprint = sec.auth.Self
+		wire.ServerThumbprint = sec.auth.Self
 	}
-	api.Register(e)
-	s.studio = &handlers.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs,
-		Nodes: s.nodes, Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize, API: api}
+	wire.Register(e)
+	s.studio = &studio.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs,
+		Nodes: s.nodes, Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize,
+		ServerCertificate: wire.ServerCertificate, WellKnownAdmins: wire.WellKnownAdmins, Audit: wire.Audit}
 	if !sec.secured {
 		s.studio.UnsecuredAccess = accessName(sec.access)
 	}

@@ -240,6 +240,20 @@ func FromContext(ctx context.Context) *Identity {
 	return id
 }
 
+// Readable keeps the databases the caller in ctx may read (all of them for
+// an Operator or above, and on an unsecured node). The API's database list
+// and the studio's pages filter with it.
+func Readable(ctx context.Context, names []string) []string {
+	id := FromContext(ctx)
+	out := names[:0:0]
+	for _, n := range names {
+		if id.Allows(DatabaseRead, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // Certificate is a registered certificate: the cluster state holds these,
 // by thumbprint.
 type Certificate struct {

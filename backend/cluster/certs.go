@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rookerydb/rookery/backend/auth"
 	"github.com/rookerydb/rookery/backend/dberr"
@@ -79,6 +80,52 @@ func (c *Cluster) PutCertificate(ctx context.Context, cert auth.Certificate) (Re
 // DeleteCertificate revokes a registration.
 func (c *Cluster) DeleteCertificate(ctx context.Context, thumbprint string) (Result, error) {
 	return c.applyAndWait(ctx, Command{Op: opCertDelete, Key: thumbprint})
+}
+
+// Registration builds the registration caller asks for, refusing a
+// clearance caller may not grant and the replacement of a registration of
+// the same certificate that caller may not manage. Nothing is stored:
+// PutCertificate stores what it returns. The API's certificate endpoints
+// and the studio's Certificates page both register through it.
+func (c *Cluster) Registration(caller *auth.Identity, name string, certText []byte, clearance string, perms map[string]string, now time.Time) (auth.Certificate, error) {
+	cl, err := auth.ParseClearance(clearance)
+	if err != nil {
+		return auth.Certificate{}, err
+	}
+	if !caller.CanManage(cl) {
+		return auth.Certificate{}, dberr.New(dberr.Forbidden, "Only a ClusterAdmin may register a %s certificate", cl)
+	}
+	by := ""
+	if caller != nil {
+		by = caller.Name
+	}
+	cert, err := auth.NewCertificate(name, certText, cl, perms, now, by)
+	if err != nil {
+		return cert, err
+	}
+	if old, ok := c.Certificate(cert.Thumbprint); ok && !caller.CanManage(old.SecurityClearance) {
+		return cert, dberr.New(dberr.Forbidden, "Only a ClusterAdmin may replace the %s certificate %s", old.SecurityClearance, old.Thumbprint)
+	}
+	return cert, nil
+}
+
+// Revocable returns the registration caller asks to revoke (thumbprint is
+// normalised: trimmed, upper case), refusing one caller may not manage and
+// the certificate caller is using (it would lock them out mid-request).
+// Nothing is revoked: DeleteCertificate revokes the returned Thumbprint.
+func (c *Cluster) Revocable(caller *auth.Identity, thumbprint string) (auth.Certificate, error) {
+	thumbprint = strings.ToUpper(strings.TrimSpace(thumbprint))
+	old, ok := c.Certificate(thumbprint)
+	if !ok {
+		return old, dberr.New(dberr.NotFound, "Certificate '%s' is not registered", thumbprint)
+	}
+	if !caller.CanManage(old.SecurityClearance) {
+		return old, dberr.New(dberr.Forbidden, "Only a ClusterAdmin may revoke the %s certificate %s", old.SecurityClearance, old.Thumbprint)
+	}
+	if caller != nil && caller.Thumbprint == thumbprint {
+		return old, dberr.New(dberr.InvalidOperation, "You cannot revoke the certificate you are using (%s); use another administrator certificate", thumbprint)
+	}
+	return old, nil
 }
 
 // Certificate finds a registered certificate by thumbprint.

@@ -585,6 +585,31 @@ func (c *Cluster) SeedIdentity(ctx context.Context, db, prefix string, value int
 	return r.Value, err
 }
 
+// MembersFor picks the nodes of a new database: every node of the cluster
+// by default, or rf of them starting with self.
+func (c *Cluster) MembersFor(self string, rf int) []string {
+	var tags []string
+	for _, n := range c.Nodes() {
+		tags = append(tags, n.Tag)
+	}
+	if len(tags) == 0 {
+		tags = []string{self}
+	}
+	if rf <= 0 || rf >= len(tags) {
+		return tags
+	}
+	out := []string{self}
+	for _, t := range tags {
+		if len(out) == rf {
+			break
+		}
+		if t != self {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // CreateDatabase records a database on the given members.
 func (c *Cluster) CreateDatabase(ctx context.Context, d Database) (Result, error) {
 	return c.Apply(ctx, Command{Op: opCreateDatabase, Database: &d})

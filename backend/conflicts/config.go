@@ -6,11 +6,13 @@
 package conflicts
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 
+	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
 )
 
@@ -150,4 +152,21 @@ func checkStrategy(s, script string, bulk bool) (string, error) {
 		return Script, nil
 	}
 	return "", fmt.Errorf("unknown strategy %q (latest, manual, node:<tag> or script)", s)
+}
+
+// SaveConfig validates a database's configuration (cfg is normalised in
+// place) and stores it in the cluster state; the node serves the new
+// configuration from the moment it returns, with the Raft index of the
+// change. The API's solver endpoint and the studio's settings page both
+// save through it.
+func SaveConfig(ctx context.Context, cl *cluster.Cluster, db string, cfg *Config) (uint64, error) {
+	if err := cfg.Validate(); err != nil {
+		return 0, err
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return 0, err
+	}
+	res, err := cl.SetSetting(ctx, db, SettingKey, raw)
+	return res.Index, err
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/storage"
-	"github.com/rookerydb/rookery/handlers"
 	"github.com/rookerydb/rookery/web"
 )
 
@@ -30,7 +29,7 @@ func studioPages(out io.Writer, dir string, n, samples int) error {
 		return err
 	}
 	defer srv.Close()
-	if err := handlers.CreateDatabase(context.Background(), srv.Cluster(), srv.Catalog(), cluster.Database{Name: "big", Members: []string{"A"}}, "A"); err != nil {
+	if err := srv.Catalog().CreateInCluster(context.Background(), srv.Cluster(), cluster.Database{Name: "big", Members: []string{"A"}}, "A"); err != nil {
 		return err
 	}
 	db, err := srv.Catalog().Get("big")

@@ -14,7 +14,7 @@ import (
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
-func openDB(t *testing.T, dir string) *storage.DB {
+func openDB(t testing.TB, dir string) *storage.DB {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()

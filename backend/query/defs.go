@@ -110,3 +110,16 @@ func (m *memDefs) Put(db string, def index.Definition) error {
 	m.defs[key] = append(list, def)
 	return nil
 }
+
+// IndexLookup adapts a function that finds an open index, such as
+// (*index.Manager).Get, to Indexes.
+type IndexLookup func(db, name string) (*index.Index, bool)
+
+// Get finds an index.
+func (f IndexLookup) Get(db, name string) (Index, bool) {
+	ix, ok := f(db, name)
+	if !ok || ix == nil {
+		return nil, false
+	}
+	return ix, true
+}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/index"
+	"github.com/rookerydb/rookery/backend/storage"
 )
 
 func orders(t *testing.T, n *testNode) {
@@ -165,10 +168,22 @@ func TestIndexResultEtag(t *testing.T) {
 // TimeoutError.
 func TestWaitForNonStaleTimeout(t *testing.T) {
 	n := newNode(t, Options{NewIndexWait: time.Millisecond})
-	for i := 0; i < 3000; i++ {
-		putDoc(t, n.db, "orders/"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+time.Duration(i).String(), `{"Total":1,"@metadata":{"@collection":"Orders"}}`)
+	p, err := document.Parse([]byte(`{"Total":1,"@metadata":{"@collection":"Orders"}}`))
+	if err != nil {
+		t.Fatal(err)
 	}
-	_, err := n.runner.Run(context.Background(), n.db, Request{Query: `from Orders where Total = 1`, WaitForNonStaleResults: true, WaitForNonStaleResultsTimeout: Duration(time.Nanosecond)})
+	// Enough documents that a new index cannot catch up in a nanosecond.
+	if err := n.db.Write(context.Background(), func(tx *storage.Tx) error {
+		for i := 0; i < 5000; i++ {
+			if _, err := tx.Put(fmt.Sprintf("orders/%d", i), p, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = n.runner.Run(context.Background(), n.db, Request{Query: `from Orders where Total = 1`, WaitForNonStaleResults: true, WaitForNonStaleResultsTimeout: Duration(time.Nanosecond)})
 	var te *TimeoutError
 	if !errors.As(err, &te) || te.RavenType() != "System.TimeoutException" || te.Index != "Auto/Orders/ByTotal" {
 		t.Fatalf("%v", err)
@@ -204,5 +219,21 @@ func TestIDsAndStream(t *testing.T) {
 	}
 	if _, err := n.runner.IDs(context.Background(), n.db, Request{Query: `from Orders group by Company select count()`}, 10, func([]string) error { return nil }); err == nil {
 		t.Fatal("ids of a map-reduce query")
+	}
+}
+
+// from @all_docs with a field filter runs on an Auto/AllDocs index over
+// every collection.
+func TestAllDocsAutoIndex(t *testing.T) {
+	n := newNode(t, Options{})
+	orders(t, n)
+	res := n.query(`from @all_docs where Name = $n`, map[string]any{"n": "acme"})
+	if res.IndexName != "Auto/AllDocs/ByName" || strings.Join(ids(t, res), " ") != "companies/1" {
+		t.Fatalf("%+v %s", res, res.Results)
+	}
+	// order by score() keeps the index order (there are no scores).
+	res = n.query(`from Orders where search(Name, 'pipe') order by score()`, nil)
+	if res.IndexName != "Auto/Orders/BySearch(Name)" || strings.Join(sorted(ids(t, res)), " ") != "orders/1 orders/2" {
+		t.Fatalf("%+v %s", res, res.Results)
 	}
 }

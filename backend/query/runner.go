@@ -47,7 +47,12 @@ type Runner struct {
 	indexes Indexes
 	opts    Options
 
-	planMu sync.Mutex // one auto-index decision at a time per node
+	planMu sync.Map // database name (lower-cased) -> *sync.Mutex: one auto-index decision at a time per database
+}
+
+func (r *Runner) planLock(db string) *sync.Mutex {
+	m, _ := r.planMu.LoadOrStore(strings.ToLower(db), &sync.Mutex{})
+	return m.(*sync.Mutex)
 }
 
 // NewRunner returns a runner over the cluster's definitions and the node's
@@ -358,23 +363,24 @@ func (e *exec) autoIndex(ctx context.Context) error {
 		q.Collection = index.AllDocs
 	}
 	r := e.r
-	r.planMu.Lock()
+	mu := r.planLock(e.db.Name())
+	mu.Lock()
 	dec := PlanAutoIndex(q, r.defs.List(e.db.Name()))
 	if dec.Create != nil {
 		if e.req.DisableAutoIndexCreation || r.opts.DisableAutoIndexes {
-			r.planMu.Unlock()
+			mu.Unlock()
 			return &InvalidQueryError{Query: e.req.Query, Err: fmt.Errorf("no index serves this query and creating auto indexes is disabled (it would create %s)", dec.Use)}
 		}
 		def := *dec.Create
 		def.Created = r.opts.Now().UTC()
 		def.State = index.StateNormal
 		if err := r.defs.PutAuto(ctx, e.db.Name(), def, dec.Supersedes); err != nil {
-			r.planMu.Unlock()
+			mu.Unlock()
 			return err
 		}
 		r.opts.Logger.Info("auto index", "database", e.db.Name(), "decision", dec.Why, "supersedes", dec.Supersedes)
 	}
-	r.planMu.Unlock()
+	mu.Unlock()
 	idx, ok := r.indexes.Get(e.db.Name(), dec.Use)
 	for deadline := time.Now().Add(5 * time.Second); !ok && time.Now().Before(deadline); {
 		select {

@@ -156,6 +156,7 @@ func open(path string, def Definition, db *storage.DB, opts Options, noHook bool
 		opts:   opts,
 		log:    opts.Logger.With("index", def.Name, "database", db.Name()),
 		noHook: noHook,
+		wake:   make(chan struct{}, 1),
 	}
 	if err := ix.buildMapper(); err != nil {
 		return nil, err
@@ -454,11 +455,10 @@ func (ix *Index) isSearch(name string) bool {
 }
 
 func (ix *Index) start() {
-	ix.wake = make(chan struct{}, 1)
 	ix.stop = make(chan struct{})
 	ix.done = make(chan struct{})
 	ix.running = true
-	go ix.run()
+	go ix.run(ix.stop, ix.done)
 	ix.Wake()
 }
 

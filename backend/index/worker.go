@@ -16,20 +16,20 @@ import (
 // errBudget stops a scan when the batch is full.
 var errBudget = errors.New("batch budget spent")
 
-func (ix *Index) run() {
-	defer close(ix.done)
+func (ix *Index) run(stop <-chan struct{}, done chan struct{}) {
+	defer close(done)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
-		case <-ix.stop:
+		case <-stop:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	for {
 		select {
-		case <-ix.stop:
+		case <-stop:
 			return
 		case <-ix.wake:
 		}
@@ -41,7 +41,7 @@ func (ix *Index) run() {
 			if err != nil {
 				ix.log.Error("indexing batch failed", "err", err)
 				select {
-				case <-ix.stop:
+				case <-stop:
 					return
 				case <-time.After(time.Second):
 				}

@@ -145,11 +145,14 @@ type IndexingError struct {
 
 // IndexingStatus tells whether indexing runs, overall and per index.
 type IndexingStatus struct {
-	Status  string `json:"Status"` // Running, Paused or Disabled
-	Indexes []struct {
-		Name   string `json:"Name"`
-		Status string `json:"Status"`
-	} `json:"Indexes"`
+	Status  string        `json:"Status"` // Running, Paused or Disabled
+	Indexes []IndexStatus `json:"Indexes"`
+}
+
+// IndexStatus tells whether one index runs.
+type IndexStatus struct {
+	Name   string `json:"Name"`
+	Status string `json:"Status"` // Running, Paused, Disabled or Pending
 }
 
 // PutIndexes creates or updates static indexes (PUT /indexes; C#

@@ -21,6 +21,9 @@ import (
 var regexCache sync.Map // pattern -> *regexp.Regexp
 
 func init() {
+	// rookery_alnum orders text as RavenDB's alphaNumeric does: runs of
+	// digits compare as numbers ("item-9" before "item-10").
+	sqlite.MustRegisterCollationUtf8("rookery_alnum", AlphaNumericCompare)
 	// rookery_regexp(pattern, value): regex() over a stored original value.
 	sqlite.MustRegisterDeterministicScalarFunction("rookery_regexp", 2, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
 		pat, _ := args[0].(string)
@@ -503,6 +506,8 @@ func (ix *Index) Compile(q SearchQuery) (count, page string, args []any, err err
 			case "long", "double":
 				// Numbers first, in numeric order, then the rest.
 				order = append(order, fmt.Sprintf("(typeof(%s) NOT IN ('integer', 'real'))", col), col+dir)
+			case "alphanumeric":
+				order = append(order, col+" COLLATE rookery_alnum"+dir)
 			default:
 				order = append(order, col+dir)
 			}
@@ -586,3 +591,51 @@ func (ix *Index) Search(ctx context.Context, q SearchQuery) (*SearchResult, erro
 	}
 	return res, rows.Err()
 }
+
+// AlphaNumericCompare compares two strings with their runs of ASCII digits
+// taken as numbers: "a9" < "a10" < "b1". Equal numbers with different
+// leading zeros, and everything else, fall back to byte order.
+func AlphaNumericCompare(a, b string) int {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		ca, cb := a[i], b[j]
+		if isDigit(ca) && isDigit(cb) {
+			si, sj := i, j
+			for i < len(a) && isDigit(a[i]) {
+				i++
+			}
+			for j < len(b) && isDigit(b[j]) {
+				j++
+			}
+			na := strings.TrimLeft(a[si:i], "0")
+			nb := strings.TrimLeft(b[sj:j], "0")
+			if len(na) != len(nb) {
+				if len(na) < len(nb) {
+					return -1
+				}
+				return 1
+			}
+			if c := strings.Compare(na, nb); c != 0 {
+				return c
+			}
+			continue
+		}
+		if ca != cb {
+			if ca < cb {
+				return -1
+			}
+			return 1
+		}
+		i++
+		j++
+	}
+	switch {
+	case len(a)-i < len(b)-j:
+		return -1
+	case len(a)-i > len(b)-j:
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }

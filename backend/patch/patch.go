@@ -111,6 +111,14 @@ func (s *Script) Run(doc []byte, env Env) (out []byte, changed bool, err error) 
 		}
 	}
 	_ = vm.Set("args", argsVal)
+	// A patch by query's script names the query's parameters as $name.
+	if o, ok := argsVal.(*goja.Object); ok {
+		for _, k := range o.Keys() {
+			if aliasRE.MatchString(k) {
+				_ = vm.Set("$"+k, o.Get(k))
+			}
+		}
+	}
 	_ = vm.Set("id", func(v goja.Value) goja.Value {
 		o, ok := v.(*goja.Object)
 		if !ok {

@@ -962,9 +962,56 @@ func (e *exec) searchError(err error) error {
 // select aliases become the reduce outputs they name).
 func (e *exec) where() rql.Expr {
 	if len(e.rename) == 0 {
-		return e.q.Where
+		return withoutTrue(e.q.Where)
 	}
-	return renameExpr(e.q.Where, e.renamePath)
+	return withoutTrue(renameExpr(e.q.Where, e.renamePath))
+}
+
+// trueExpr marks a subtree that matches everything while withoutTrue folds.
+type trueExpr struct{ rql.True }
+
+// withoutTrue folds the `true` the clients write ("true and not (…)",
+// "where true") away, so the index sees only real conditions: true and X
+// is X, true or X is everything (nil), not true matches nothing.
+func withoutTrue(x rql.Expr) rql.Expr {
+	r := foldTrue(x)
+	if _, ok := r.(trueExpr); ok {
+		return nil
+	}
+	return r
+}
+
+func foldTrue(x rql.Expr) rql.Expr {
+	switch v := x.(type) {
+	case rql.True:
+		return trueExpr{}
+	case rql.And:
+		l, r := foldTrue(v.L), foldTrue(v.R)
+		if _, ok := l.(trueExpr); ok {
+			return r
+		}
+		if _, ok := r.(trueExpr); ok {
+			return l
+		}
+		return rql.And{L: l, R: r}
+	case rql.Or:
+		l, r := foldTrue(v.L), foldTrue(v.R)
+		if _, ok := l.(trueExpr); ok {
+			return l
+		}
+		if _, ok := r.(trueExpr); ok {
+			return r
+		}
+		return rql.Or{L: l, R: r}
+	case rql.Not:
+		inner := foldTrue(v.E)
+		if _, ok := inner.(trueExpr); ok {
+			// Nothing matches: an id() no document has.
+			return rql.Compare{Field: rql.Path{ID: true}, Op: "=", Value: rql.Value{Literal: "\x00no document has this id"}}
+		}
+		return rql.Not{E: inner}
+	}
+	return x
 }
 
 func (e *exec) renamePath(p rql.Path) rql.Path {

@@ -208,7 +208,9 @@ describe("static JavaScript indexes and index operations", () => {
             await ownerPets("Bob"); // caught up
             const stats = await ctx.store.maintenance.send(new GetIndexStatisticsOperation("Pets/ByOwner"));
             assert.equal(stats.name, "Pets/ByOwner");
-            assert.ok(collectionKeys(stats).includes("Pets"), `collections: ${collectionKeys(stats)}`);
+            // The client camel-cases every key of the response, the collection names
+            // under Collections included ("Pets" arrives as "pets").
+            assert.ok(collectionKeys(stats).map(k => k.toLowerCase()).includes("pets"), `collections: ${collectionKeys(stats)}`);
             assert.equal(stats.entriesCount, 4, "four pets");
             assert.equal(stats.state, "Normal");
             assert.equal(stats.type, "JavaScriptMap");

@@ -13,6 +13,7 @@ import (
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/index"
+	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/handlers/httpx"
 )
 
@@ -183,7 +184,8 @@ func (a *API) getIndexes(c echo.Context) error {
 				return writeJSON(c, http.StatusOK, map[string]any{"Results": []outDefinition{toWire(d)}})
 			}
 		}
-		return dberr.New(dberr.NotFound, "Index '%s' does not exist.", name)
+		// An unknown name is an empty list: the clients turn it into null.
+		return writeJSON(c, http.StatusOK, map[string]any{"Results": []outDefinition{}})
 	}
 	start, pageSize, err := pagingWith(c, 1024)
 	if err != nil {
@@ -295,11 +297,14 @@ func wireTime(t time.Time) *string {
 
 // wireStats is IndexStats as the clients read it (Collections is always
 // an object: the npm client calls Object.keys on it).
-func wireStats(ix *index.Index) map[string]any {
+func wireStats(db *storage.DB, ix *index.Index) map[string]any {
 	s := ix.Stats()
 	d := ix.Definition()
 	colls := map[string]any{}
 	for name, cs := range s.Collections {
+		if canon, ok := db.CanonicalCollection(name); ok {
+			name = canon
+		}
 		colls[name] = map[string]int64{"LastProcessedDocumentEtag": cs.LastProcessedDocumentEtag, "LastProcessedTombstoneEtag": cs.LastProcessedTombstoneEtag,
 			"DocumentLag": cs.DocumentLag, "TombstoneLag": cs.TombstoneLag}
 	}
@@ -326,9 +331,13 @@ func (a *API) indexStats(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	db, err := a.db(c)
+	if err != nil {
+		return err
+	}
 	out := make([]map[string]any, len(ixs))
 	for i, ix := range ixs {
-		out[i] = wireStats(ix)
+		out[i] = wireStats(db, ix)
 		out[i]["NodeTag"] = a.NodeTag
 	}
 	return writeJSON(c, http.StatusOK, map[string]any{"Results": out})

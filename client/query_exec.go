@@ -60,7 +60,9 @@ func (q *Query) execute(take int) (*queryResult, error) {
 		return nil, err
 	}
 	if resp.status == http.StatusNotFound {
-		return nil, &ServerError{StatusCode: resp.status, Method: http.MethodPost, URL: "/queries", Message: "not found"}
+		// A query on an index that does not exist: the envelope names
+		// IndexDoesNotExistException.
+		return nil, errorFromResponse(q.s.store.database, http.MethodPost, "/queries", resp.status, resp.header, resp.body)
 	}
 	var out queryResult
 	if err := json.Unmarshal(resp.body, &out); err != nil {

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -16,22 +15,6 @@ import (
 // Integration tests of queries and indexes against a real node
 // (internal/testserver).
 
-// requireQueryRoute skips the test while the server has no query endpoint
-// (POST /databases/{db}/queries answers RouteNotFound): the server side of
-// issue 11 is built separately. TEMPORARY: remove this guard (and its
-// calls) when the server side lands.
-func requireQueryRoute(t *testing.T, store *DocumentStore) {
-	t.Helper()
-	status, _, err := store.RequestExecutor().Do(context.Background(), http.MethodPost, "/queries?queryHash=probe",
-		[]byte(`{"Query":"from '@all_docs'","QueryParameters":{}}`))
-	var se *ServerError
-	if (errors.As(err, &se) && strings.Contains(se.Type+se.Message, "RouteNotFound")) || status == http.StatusNotFound {
-		t.Skipf("the server has no query route yet (issue 11): %v", err)
-	}
-	if err != nil {
-		t.Fatalf("probe query: %v", err)
-	}
-}
 
 // Sale is a document of the Sales collection.
 type Sale struct {
@@ -101,7 +84,6 @@ func sorted(s []string) []string {
 func TestIntegrationQueryOperators(t *testing.T) {
 	n := testserver.Start(t)
 	store, _ := newStore(t, []string{n.URL})
-	requireQueryRoute(t, store)
 	seedSales(t, store)
 	q := func() *Query { return store.OpenSession().Query("Sales").WaitForNonStaleResults(0) }
 
@@ -290,7 +272,6 @@ func TestIntegrationQueryOperators(t *testing.T) {
 func TestIntegrationIndexesLoadReference(t *testing.T) {
 	n := testserver.Start(t)
 	store, _ := newStore(t, []string{n.URL})
-	requireQueryRoute(t, store)
 	ctx := context.Background()
 
 	s := store.OpenSession()
@@ -432,7 +413,6 @@ func TestIntegrationIndexesLoadReference(t *testing.T) {
 func TestIntegrationWaitForIndexesAndQueryOperations(t *testing.T) {
 	n := testserver.Start(t)
 	store, _ := newStore(t, []string{n.URL})
-	requireQueryRoute(t, store)
 	ctx := context.Background()
 	seedSales(t, store)
 	if _, err := store.PutIndexes(ctx, IndexDefinition{Name: "Sales/ByCompany", Maps: []string{"map('Sales', s => ({ Company: s.Company, Total: s.Total }))"}}); err != nil {

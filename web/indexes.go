@@ -33,7 +33,16 @@ func (s *Server) indexUsage(c echo.Context) error {
 // maybeCleanupIndexes starts a cleanup pass on the leader when the
 // interval has passed since the last one (called by the ticker).
 func (s *Server) maybeCleanupIndexes(now time.Time) {
-	if !s.cluster.IsLeader() || now.Sub(s.lastCleanup) < s.cfg.IndexCleanupInterval {
+	if !s.cluster.IsLeader() {
+		return
+	}
+	// A superseded auto index is retired soon after the wider one caught
+	// up (its grace is seconds), not at the next full interval.
+	due := now.Sub(s.lastCleanup) >= s.cfg.IndexCleanupInterval
+	if !due && now.Sub(s.lastCleanup) >= supersededCheck {
+		due = s.anySuperseded()
+	}
+	if !due {
 		return
 	}
 	if !s.cleaning.CompareAndSwap(false, true) {
@@ -123,4 +132,19 @@ func (s *Server) fetchUsage(ctx context.Context, base, db string) (indexes.Repor
 		return r, fmt.Errorf("%d %s", resp.StatusCode, b)
 	}
 	return r, json.Unmarshal(b, &r)
+}
+
+// supersededCheck is how often the leader looks for superseded auto
+// indexes to retire between full cleanup passes.
+const supersededCheck = 5 * time.Second
+
+func (s *Server) anySuperseded() bool {
+	for _, d := range s.cluster.Databases() {
+		for _, r := range s.cluster.Indexes(d.Name) {
+			if r.Superseded != "" {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -78,6 +78,7 @@ fuzz FuzzWorkerConnection ./web
 fuzz FuzzParseNodes ./backend/pki
 fuzz FuzzWorkerReader ./web
 fuzz FuzzReadIDs ./handlers/api
+fuzz FuzzMapper ./backend/index
 
 step "npm client compatibility suite (ravendb 7.2.2)"
 bash compat/run.sh

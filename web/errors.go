@@ -50,6 +50,23 @@ func ravenError(err error) (status int, typ, msg string) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return http.StatusRequestTimeout, "System.TimeoutException", "The request was cancelled or timed out: " + err.Error()
 	}
+	// An error that names the client's exception type (a query on a
+	// missing index, an invalid query, a timeout, an index that does not
+	// compile) keeps its type; its status comes from the kind it unwraps
+	// to.
+	// A timeout is a 500 with its type, not a 408: the clients take a 408
+	// for a node that is down and try the next one.
+	var typed interface {
+		error
+		RavenType() string
+	}
+	if errors.As(err, &typed) {
+		status := http.StatusInternalServerError
+		if inner := errors.Unwrap(typed); inner != nil {
+			status, _, _ = ravenError(inner)
+		}
+		return status, typed.RavenType(), typed.Error()
+	}
 	var de *dberr.Error
 	if !errors.As(err, &de) {
 		return http.StatusInternalServerError, "Raven.Client.Exceptions.RavenException", err.Error()

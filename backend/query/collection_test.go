@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/rookerydb/rookery/backend/document"
-	"github.com/rookerydb/rookery/backend/index"
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
@@ -98,7 +97,7 @@ func ids(t *testing.T, res *Result) []string {
 // collection/<Name>, never stale, paging with TotalResults counted before it.
 func TestCollectionQueries(t *testing.T) {
 	db := shop(t)
-	r := NewRunner(&memDefs{defs: map[string][]index.Definition{}}, noIndexes{}, Options{})
+	r := NewRunner(NewLocalDefinitions(nil), noIndexes{}, Options{})
 	for _, c := range []struct {
 		q      string
 		params map[string]any
@@ -144,7 +143,7 @@ func TestCollectionQueries(t *testing.T) {
 // order by random() returns every document once.
 func TestCollectionRandomOrder(t *testing.T) {
 	db := shop(t)
-	r := NewRunner(&memDefs{defs: map[string][]index.Definition{}}, noIndexes{}, Options{})
+	r := NewRunner(NewLocalDefinitions(nil), noIndexes{}, Options{})
 	res := run(t, r, db, `from Orders order by random()`, nil)
 	got := ids(t, res)
 	if len(got) != 3 || strings.Join(sorted(got), " ") != "orders/1 orders/2 orders/3" {
@@ -156,7 +155,7 @@ func TestCollectionRandomOrder(t *testing.T) {
 // (put, update, delete) and not on writes elsewhere.
 func TestCollectionResultEtag(t *testing.T) {
 	db := shop(t)
-	r := NewRunner(&memDefs{defs: map[string][]index.Definition{}}, noIndexes{}, Options{})
+	r := NewRunner(NewLocalDefinitions(nil), noIndexes{}, Options{})
 	etag := func() int64 { return run(t, r, db, `from Orders`, nil).ResultEtag }
 	e0 := etag()
 	if e0 != etag() {
@@ -184,7 +183,7 @@ func TestCollectionResultEtag(t *testing.T) {
 // Projections, metadataOnly and includes on collection queries.
 func TestCollectionProjectionsAndIncludes(t *testing.T) {
 	db := shop(t)
-	r := NewRunner(&memDefs{defs: map[string][]index.Definition{}}, noIndexes{}, Options{})
+	r := NewRunner(NewLocalDefinitions(nil), noIndexes{}, Options{})
 	res := run(t, r, db, `from 'Orders' where id() = 'orders/1' select Name, Total as T, Missing, @metadata.@nested-object-types as __PROJECTED_NESTED_OBJECT_TYPES__ include Company`, nil)
 	var got map[string]any
 	if err := json.Unmarshal(res.Results[0], &got); err != nil {
@@ -222,7 +221,7 @@ func TestCollectionProjectionsAndIncludes(t *testing.T) {
 // Errors: bad RQL, a bad limit, update {} on Run, an unknown index.
 func TestQueryErrors(t *testing.T) {
 	db := shop(t)
-	r := NewRunner(&memDefs{defs: map[string][]index.Definition{}}, noIndexes{}, Options{})
+	r := NewRunner(NewLocalDefinitions(nil), noIndexes{}, Options{})
 	var iq *InvalidQueryError
 	for _, q := range []string{`from`, `from Orders limit -1`, `from Orders limit 1.5`, `from Orders limit $x`, `from Orders update { this.a = 1 }`} {
 		if _, err := r.Run(context.Background(), db, Request{Query: q}); !errors.As(err, &iq) || iq.RavenType() != "Raven.Client.Exceptions.InvalidQueryException" {

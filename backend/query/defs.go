@@ -42,21 +42,30 @@ type Indexes interface {
 	Get(db, name string) (Index, bool)
 }
 
-// memDefs is an in-memory Definitions for one node (tests, benchmarks): it
-// keeps the definitions and opens each new one with put.
-type memDefs struct {
+// LocalDefinitions is an in-memory Definitions for one node without a
+// cluster (tests, benchmarks): it keeps the definitions and opens each new
+// one with put (e.g. a function calling (*index.Manager).Put).
+type LocalDefinitions struct {
 	mu   sync.Mutex
 	defs map[string][]index.Definition // by database (lower-cased)
 	put  func(db string, def index.Definition) error
 }
 
-func (m *memDefs) List(db string) []index.Definition {
+// NewLocalDefinitions returns an empty LocalDefinitions that opens new
+// indexes with put.
+func NewLocalDefinitions(put func(db string, def index.Definition) error) *LocalDefinitions {
+	return &LocalDefinitions{defs: map[string][]index.Definition{}, put: put}
+}
+
+// List returns the database's definitions.
+func (m *LocalDefinitions) List(db string) []index.Definition {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]index.Definition(nil), m.defs[strings.ToLower(db)]...)
 }
 
-func (m *memDefs) PutAuto(ctx context.Context, db string, def index.Definition, supersedes []string) error {
+// PutAuto adds an auto index and marks the ones it supersedes.
+func (m *LocalDefinitions) PutAuto(ctx context.Context, db string, def index.Definition, supersedes []string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	key := strings.ToLower(db)
@@ -91,7 +100,7 @@ func (m *memDefs) PutAuto(ctx context.Context, db string, def index.Definition, 
 
 // Put stores a definition as is (a static index, or a state change made by
 // the caller).
-func (m *memDefs) Put(db string, def index.Definition) error {
+func (m *LocalDefinitions) Put(db string, def index.Definition) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	key := strings.ToLower(db)

@@ -237,3 +237,33 @@ func TestAllDocsAutoIndex(t *testing.T) {
 		t.Fatalf("%+v %s", res, res.Results)
 	}
 }
+
+// Stream pages through an index query's hits: every match once, in order,
+// with paging applied.
+func TestStreamPages(t *testing.T) {
+	defer func(n int) { streamPage = n }(streamPage)
+	streamPage = 2
+	n := newNode(t, Options{})
+	for i := 0; i < 9; i++ {
+		putDoc(t, n.db, fmt.Sprintf("orders/%d", i), fmt.Sprintf(`{"Total":%d,"@metadata":{"@collection":"Orders"}}`, i))
+	}
+	for _, c := range []struct {
+		q    string
+		want string
+	}{
+		{`from Orders where Total >= 1 order by Total desc`, "orders/8 orders/7 orders/6 orders/5 orders/4 orders/3 orders/2 orders/1"},
+		{`from Orders where Total >= 1 order by Total limit 2, 5`, "orders/3 orders/4 orders/5 orders/6 orders/7"},
+		{`from Orders where Total >= 1 order by Total limit 1, 0`, ""},
+	} {
+		var got []string
+		res, err := n.runner.Stream(context.Background(), n.db, Request{Query: c.q, WaitForNonStaleResults: true}, func(raw json.RawMessage) error {
+			var m map[string]any
+			json.Unmarshal(raw, &m)
+			got = append(got, m["@metadata"].(map[string]any)["@id"].(string))
+			return nil
+		})
+		if err != nil || strings.Join(got, " ") != c.want || res.TotalResults != 8 {
+			t.Errorf("%s: %v %v total %d", c.q, err, got, res.TotalResults)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package query
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 
 	"github.com/rookerydb/rookery/backend/index"
@@ -17,9 +16,8 @@ type testNode struct {
 	t      testing.TB
 	dir    string
 	db     *storage.DB
-	defs   *memDefs
-	mu     sync.Mutex
-	open   map[string]*index.Index
+	defs   *LocalDefinitions
+	mgr    *index.Manager
 	runner *Runner
 	opts   Options
 }
@@ -28,43 +26,23 @@ func newNode(t testing.TB, opts Options) *testNode {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	n := &testNode{t: t, dir: t.TempDir(), open: map[string]*index.Index{}, opts: opts}
-	n.defs = &memDefs{defs: map[string][]index.Definition{}, put: n.openIndex}
+	n := &testNode{t: t, dir: t.TempDir(), opts: opts}
+	n.defs = NewLocalDefinitions(n.openIndex)
 	n.db = openDB(t, n.dir)
-	n.runner = NewRunner(n.defs, n, opts)
+	n.mgr = index.NewManager(index.Options{Logger: opts.Logger})
+	n.runner = NewRunner(n.defs, IndexLookup(n.mgr.Get), opts)
 	t.Cleanup(n.close)
 	return n
 }
 
 func (n *testNode) openIndex(_ string, def index.Definition) error {
-	ix, err := index.Open(index.FilePath(n.db.Path(), def.Name), def, n.db, index.Options{Logger: n.opts.Logger})
-	if err != nil {
-		return err
-	}
-	n.mu.Lock()
-	n.open[def.Name] = ix
-	n.mu.Unlock()
-	return nil
-}
-
-func (n *testNode) Get(_ string, name string) (Index, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ix, ok := n.open[name]
-	if !ok {
-		return nil, false
-	}
-	return ix, true
+	_, err := n.mgr.Put(n.db, def)
+	return err
 }
 
 func (n *testNode) close() {
-	n.mu.Lock()
-	for name, ix := range n.open {
-		ix.Close()
-		delete(n.open, name)
-	}
-	n.mu.Unlock()
 	if n.db != nil {
+		n.mgr.CloseDatabase("shop")
 		n.db.Close()
 		n.db = nil
 	}
@@ -80,7 +58,7 @@ func (n *testNode) restart() {
 			n.t.Fatal(err)
 		}
 	}
-	n.runner = NewRunner(n.defs, n, n.opts)
+	n.runner = NewRunner(n.defs, IndexLookup(n.mgr.Get), n.opts)
 }
 
 func (n *testNode) query(q string, params map[string]any) *Result {

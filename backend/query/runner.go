@@ -90,8 +90,9 @@ type exec struct {
 	mapReduce bool
 	rename    map[string]string // select alias -> reduce output field
 
-	res     *Result
-	timings map[string]*Timings
+	res       *Result
+	timings   map[string]*Timings
+	streaming bool // Stream: page through the hits
 }
 
 func (e *exec) stage(name string, since time.Time) {
@@ -139,6 +140,7 @@ func (r *Runner) Stream(ctx context.Context, db *storage.DB, req Request, fn fun
 	if err != nil {
 		return nil, err
 	}
+	e.streaming = true
 	if err := e.run(ctx, func(raw json.RawMessage, _ map[string]any) error { return fn(raw) }, false); err != nil {
 		return nil, err
 	}
@@ -814,8 +816,8 @@ func (e *exec) runIndex(ctx context.Context, emit emitFn, wantBodies bool) error
 	if p.distinct {
 		sq.Skip, sq.Take = 0, -1
 	}
-	if e.take == 0 && !p.distinct {
-		sq.Take = 0
+	if e.streaming && !p.distinct {
+		return e.streamIndex(ctx, sq, emit)
 	}
 	t := time.Now()
 	sr, err := e.idx.Search(ctx, sq)
@@ -868,6 +870,69 @@ func (e *exec) runIndex(ctx context.Context, emit emitFn, wantBodies bool) error
 		e.res.SkippedResults = p.skipped
 	}
 	return nil
+}
+
+// streamPage is how many hits a stream reads from the index at a time
+// (a variable for the tests).
+var streamPage = 512
+
+// streamIndex pages through the hits, loading and emitting one page of
+// documents at a time.
+func (e *exec) streamIndex(ctx context.Context, sq index.SearchQuery, emit emitFn) error {
+	left := sq.Take // < 0: all
+	for first := true; ; first = false {
+		sq.Take = streamPage
+		if left >= 0 && left < streamPage {
+			sq.Take = left
+		}
+		sr, err := e.idx.Search(ctx, sq)
+		if err != nil {
+			return e.searchError(err)
+		}
+		if first {
+			e.res.TotalResults = sr.TotalResults
+		}
+		e.res.SkippedResults += sr.SkippedResults
+		if e.mapReduce {
+			for _, h := range sr.Hits {
+				raw, _, err := e.renderRow(h.Stored)
+				if err != nil {
+					return err
+				}
+				if err := emit(raw, nil); err != nil {
+					return err
+				}
+			}
+		} else {
+			ids := make([]string, len(sr.Hits))
+			for i, h := range sr.Hits {
+				ids[i] = h.DocID
+			}
+			docs, err := e.db.GetMany(ctx, ids)
+			if err != nil {
+				return err
+			}
+			for _, d := range docs {
+				if d == nil {
+					continue
+				}
+				raw, _, err := e.render(d, false)
+				if err != nil {
+					return err
+				}
+				if err := emit(raw, nil); err != nil {
+					return err
+				}
+			}
+		}
+		if sq.Take == 0 || len(sr.Hits) < sq.Take {
+			return nil
+		}
+		sq.Skip += len(sr.Hits) // the engine skips documents, not entries
+		if left >= 0 {
+			left -= len(sr.Hits)
+		}
+	}
 }
 
 // indexIDs is every document id the index query matches.

@@ -30,8 +30,10 @@ import (
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/index"
 	"github.com/rookerydb/rookery/backend/metrics"
 	"github.com/rookerydb/rookery/backend/names"
+	"github.com/rookerydb/rookery/backend/query"
 	"github.com/rookerydb/rookery/backend/rql"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/backend/subscriptions"
@@ -222,6 +224,8 @@ type Server struct {
 	subCancel  context.CancelFunc
 	subConns   subscriptionConns
 	subRecon   chan struct{}
+	indexes    *index.Manager
+	queries    *query.Runner
 
 	// reconKnown are the database records the reconciler saw last.
 	reconMu    sync.Mutex
@@ -359,7 +363,8 @@ func New(cfg Config) (*Server, error) {
 	wire.Register(e)
 	s.studio = &studio.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs,
 		Nodes: s.nodes, Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize,
-		ServerCertificate: wire.ServerCertificate, WellKnownAdmins: wire.WellKnownAdmins, Audit: wire.Audit}
+		ServerCertificate: wire.ServerCertificate, WellKnownAdmins: wire.WellKnownAdmins, Audit: wire.Audit,
+		Indexes: s.indexes, Queries: s.queries}
 	if !sec.secured {
 		s.studio.UnsecuredAccess = accessName(sec.access)
 	}

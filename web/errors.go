@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/operations"
 )
 
 // envelope is RavenDB's error body: the client picks its exception class
@@ -133,4 +134,10 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		return
 	}
 	_ = c.Blob(status, echo.MIMEApplicationJSONCharsetUTF8, body)
+}
+
+// describeError is a failed operation's result in the clients' shape.
+func describeError(err error) operations.ExceptionResult {
+	status, typ, msg := ravenError(err)
+	return operations.ExceptionResult{Type: typ, Message: msg, Error: msg, StatusCode: status}
 }

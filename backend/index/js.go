@@ -336,3 +336,15 @@ func (e *jsEngine) reduce(key any, vals []string) (map[string]any, error) {
 	}
 	return objs[0], nil
 }
+
+// RavenType is the clients' exception type: IndexCompilationException for
+// JavaScript that does not compile, NotSupportedException for C#.
+func (e *DefinitionError) RavenType() string {
+	switch e.Reason {
+	case "Compilation":
+		return "Raven.Client.Exceptions.Documents.Compilation.IndexCompilationException"
+	case "NotSupported":
+		return "System.NotSupportedException"
+	}
+	return "Raven.Client.Exceptions.BadRequestException"
+}

@@ -74,3 +74,5 @@ func Sync(m *index.Manager, db *storage.DB, recs []cluster.IndexRecord) []error 
 	}
 	return errs
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -214,3 +214,11 @@ func (s *Script) put(vm *goja.Runtime) {
 	default:
 	}
 }
+
+// RavenType is the clients' exception type for a failed script.
+func (e *Error) RavenType() string {
+	return "Raven.Client.Exceptions.Documents.Patching.JavaScriptException"
+}
+
+// Unwrap makes a failed script a 400.
+func (e *Error) Unwrap() error { return dberr.New(dberr.BadRequest, "%s", e.Msg) }

@@ -86,13 +86,16 @@ type Studio struct {
 	// Queries runs the Query page's queries on this node, as POST /queries
 	// does; nil leaves the page unable to run them.
 	Queries *query.Runner
-	// IndexUsage, when set, is the cleanup's record of when each index and
-	// collection of a database was last queried, across the nodes; nil
-	// uses this node's indexes.
+	// IndexUsage, when set, is this node's record of when each index and
+	// collection of a database was last queried (what this node reports
+	// to the leader's cleanup); nil uses this node's open indexes.
 	IndexUsage func(db string) indexes.Report
 	// IndexConfig, when set, is a database's cleanup configuration; nil
 	// reads the Indexing.* settings of its record (defaults when absent).
 	IndexConfig func(db string) indexes.Config
+	// OnQuery, when set, is told of every query the Query page ran (the
+	// cleanup's record of usage, as for a client's query).
+	OnQuery func(db string, res *query.Result)
 
 	certCheck certCheck
 

@@ -73,17 +73,9 @@ func (s *Studio) cleanupConfig(db string) (indexes.Config, string) {
 	}
 	settings := map[string]string{}
 	if s.Cluster != nil {
-		if rec, ok := s.Cluster.Database(db); ok {
-			for k, raw := range rec.Settings {
-				if !strings.HasPrefix(k, "Indexing.") {
-					continue
-				}
-				var str string
-				if json.Unmarshal(raw, &str) == nil {
-					settings[k] = str
-				} else {
-					settings[k] = string(raw)
-				}
+		if raw := s.Cluster.Setting(db, indexes.SettingsKey); len(raw) > 0 {
+			if err := json.Unmarshal(raw, &settings); err != nil {
+				return indexes.DefaultConfig(), "The database's indexing settings are unreadable (" + err.Error() + "); the defaults apply"
 			}
 		}
 	}
@@ -99,7 +91,7 @@ func (s *Studio) cleanupConfig(db string) (indexes.Config, string) {
 // indexes (a collection counts the latest query of any of its indexes).
 func (s *Studio) usage(db string) (indexes.Report, string) {
 	if s.IndexUsage != nil {
-		return s.IndexUsage(db), "every node"
+		return s.IndexUsage(db), "node " + s.NodeTag + " (the leader's cleanup merges every member's)"
 	}
 	r := indexes.Report{Indexes: map[string]time.Time{}, Collections: map[string]time.Time{}}
 	if s.Indexes != nil {

@@ -87,6 +87,9 @@ func (s *Studio) queryRun(c echo.Context) error {
 			f.Error = err.Error()
 			status = queryErrorStatus(err)
 		} else {
+			if s.OnQuery != nil {
+				s.OnQuery(db.Name(), res)
+			}
 			f.Result = queryOutcome(res)
 		}
 	}

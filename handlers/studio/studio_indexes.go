@@ -91,7 +91,7 @@ func (s *Studio) cleanupConfig(db string) (indexes.Config, string) {
 // indexes (a collection counts the latest query of any of its indexes).
 func (s *Studio) usage(db string) (indexes.Report, string) {
 	if s.IndexUsage != nil {
-		return s.IndexUsage(db), "node " + s.NodeTag + " (the leader's cleanup merges every member's)"
+		return s.IndexUsage(db), "node " + s.NodeTag + ", which the leader's cleanup merges with every member's"
 	}
 	r := indexes.Report{Indexes: map[string]time.Time{}, Collections: map[string]time.Time{}}
 	if s.Indexes != nil {

@@ -238,6 +238,18 @@ var routeRules = map[string]rule{
 	"GET /studio/db/:db/subscriptions":                dbRead,
 	"POST /studio/db/:db/subscriptions":               dbAdmin.audited("subscription.action", "form:action"),
 	"GET /studio/db/:db/subscriptions/*":              dbRead,
+
+	// Studio: queries and indexes. Running a query is a read that may
+	// create an auto index, as POST /queries does; changing an index is
+	// an administrator's.
+	"GET /studio/db/:db/query":          dbRead,
+	"POST /studio/db/:db/query":         dbRead,
+	"GET /studio/db/:db/indexes":        dbRead,
+	"GET /studio/db/:db/index":          dbRead,
+	"POST /studio/db/:db/index/reset":   dbAdmin.audited("index.reset", "form:name"),
+	"POST /studio/db/:db/index/delete":  dbAdmin.audited("index.delete", "form:name"),
+	"POST /studio/db/:db/index/disable": dbAdmin.audited("index.disable", "form:name"),
+	"POST /studio/db/:db/index/enable":  dbAdmin.audited("index.enable", "form:name"),
 }
 
 // permitFor is what the studio's pages may offer id: the same rules as

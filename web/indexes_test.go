@@ -143,3 +143,30 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// A JavaScript index definition (or patch script) of deeply nested
+// brackets would overflow goja's recursive parser and kill the process: it
+// is refused with a 400 before goja sees it, and the node keeps serving.
+func TestSecurityDeepIndexScript(t *testing.T) {
+	n := testserver.Start(t)
+	if st, b := ixCall(t, "PUT", n.URL+"/admin/databases", map[string]any{"DatabaseName": "shop"}); st != 201 {
+		t.Fatalf("create: %d %s", st, b)
+	}
+	deep := "map('Pets', p => " + strings.Repeat("(", 1_500_000) + "p" + strings.Repeat(")", 1_500_000) + ")"
+	st, b := ixCall(t, "PUT", n.URL+"/databases/shop/indexes", map[string]any{"Indexes": []map[string]any{{"Name": "Deep", "Maps": []string{deep}}}})
+	if st != 400 || !strings.Contains(string(b), "bytes of JavaScript") && !strings.Contains(string(b), "deeper than") {
+		t.Fatalf("deep map: %d %.300s", st, b)
+	}
+	nested := "map('Pets', p => " + strings.Repeat("(", 50_000) + "p" + strings.Repeat(")", 50_000) + ")"
+	st, b = ixCall(t, "PUT", n.URL+"/databases/shop/indexes", map[string]any{"Indexes": []map[string]any{{"Name": "Deep", "Maps": []string{nested}}}})
+	if st != 400 || !strings.Contains(string(b), "deeper than 200") {
+		t.Fatalf("nested map: %d %.300s", st, b)
+	}
+	st, b = ixCall(t, "PATCH", n.URL+"/databases/shop/queries", map[string]any{"Query": map[string]any{"Query": "from Pets update { " + strings.Repeat("[", 20_000) + " }"}})
+	if st != 400 {
+		t.Fatalf("deep patch: %d %.300s", st, b)
+	}
+	if st, _ := ixCall(t, "GET", n.URL+"/databases/shop/indexes", nil); st != 200 {
+		t.Fatalf("the node stopped serving: %d", st)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/index"
+	"github.com/rookerydb/rookery/backend/jsguard"
 	"github.com/rookerydb/rookery/backend/query"
 )
 
@@ -156,6 +157,14 @@ func (s *Service) Put(ctx context.Context, db string, defs []index.Definition) (
 			if strings.TrimSpace(d.Reduce) != "" {
 				d.Type = index.TypeJavaScriptMapReduce
 			}
+		}
+		for i, m := range d.Maps {
+			if err := jsguard.Check(fmt.Sprintf("map %d of index '%s'", i+1, d.Name), m, jsguard.DefaultMaxBytes, jsguard.DefaultMaxDepth); err != nil {
+				return nil, err
+			}
+		}
+		if err := jsguard.Check(fmt.Sprintf("the reduce of index '%s'", d.Name), d.Reduce, jsguard.DefaultMaxBytes, jsguard.DefaultMaxDepth); err != nil {
+			return nil, err
 		}
 		if err := index.Validate(d); err != nil {
 			return nil, err

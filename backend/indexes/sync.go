@@ -7,6 +7,7 @@ import (
 
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/index"
+	"github.com/rookerydb/rookery/backend/jsguard"
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
@@ -59,6 +60,9 @@ func Sync(m *index.Manager, db *storage.DB, recs []cluster.IndexRecord) []error 
 		want[strings.ToLower(rec.Name)] = true
 		def, err := Definition(rec)
 		if err == nil {
+			err = guardScripts(def)
+		}
+		if err == nil {
 			_, err = m.Put(db, def)
 		}
 		if err != nil {
@@ -76,3 +80,15 @@ func Sync(m *index.Manager, db *storage.DB, recs []cluster.IndexRecord) []error 
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// guardScripts bounds a definition's JavaScript before the engine compiles
+// it (also for a definition that reached the state some other way than
+// Service.Put).
+func guardScripts(def index.Definition) error {
+	for _, m := range def.Maps {
+		if err := jsguard.Check("a map of index '"+def.Name+"'", m, jsguard.DefaultMaxBytes, jsguard.DefaultMaxDepth); err != nil {
+			return err
+		}
+	}
+	return jsguard.Check("the reduce of index '"+def.Name+"'", def.Reduce, jsguard.DefaultMaxBytes, jsguard.DefaultMaxDepth)
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/jsguard"
 )
 
 // DefaultTimeLimit bounds one script run over one document.
@@ -56,6 +57,9 @@ func Compile(body, alias string) (*Script, error) {
 			return nil, &Error{Msg: fmt.Sprintf("the alias %q cannot name the document in a patch", alias)}
 		}
 		param = alias
+	}
+	if err := jsguard.Check("the patch script", body, jsguard.DefaultMaxBytes, jsguard.DefaultMaxDepth); err != nil {
+		return nil, &Error{Msg: err.Error()}
 	}
 	src := "(function(" + param + ") {\n" + body + "\n})"
 	prog, err := goja.Compile("patch.js", src, false)

@@ -158,6 +158,55 @@
 // with Status AuthorizationFailed when the TCP handshake refused it), with
 // no retry.
 //
+// # Queries
+//
+// Session.Query (a collection), QueryIndex (an index by name) and RawQuery
+// (RQL as written) build queries the way RavenDB's clients do; the RQL and
+// its $p0, $p1 … parameters are exactly those the npm client sends for the
+// same calls:
+//
+//	var orders []*Order // tracked entities, as with Load
+//	var stats client.QueryStatistics
+//	err := s.Query("Orders").
+//		WhereEquals("Company", "companies/1").
+//		WhereGreaterThan("Total", 100).
+//		OrderByDescending("Total", client.OrderingDouble).
+//		Take(10).
+//		Statistics(&stats). // IndexName, TotalResults, IsStale, NodeTag …
+//		ToList(&orders)
+//	// from 'Orders' where Company = $p0 and Total > $p1 order by Total as double desc limit $p2, $p3
+//
+// Where clauses: WhereEquals (Exact for case-sensitive), WhereNotEquals,
+// WhereGreaterThan(OrEqual), WhereLessThan(OrEqual), WhereBetween, WhereIn,
+// ContainsAny, ContainsAll, WhereStartsWith, WhereEndsWith, WhereExists,
+// WhereRegex, Search (SearchOr or SearchAnd), Boost, joined by AndAlso (the
+// default) or OrElse, negated by Not, grouped by OpenSubclause and
+// CloseSubclause; the field "id" is the document id. Then OrderBy and
+// OrderByDescending (OrderingLong, OrderingDouble, OrderingAlphaNumeric),
+// Skip, Take, SelectFields, Distinct, Include, GroupBy with SelectKey,
+// SelectCount and SelectSum, and WaitForNonStaleResults. Terminal
+// operations: ToList, First, Single, Count and Any. A repeated identical
+// query is revalidated with If-None-Match and served from the HTTP cache
+// on 304 (QueryStatistics.DurationInMs is then -1). Documents sent as
+// includes load later without a request.
+//
+// # Indexes
+//
+// Static indexes are JavaScript, put with DocumentStore.PutIndexes:
+//
+//	_, err := store.PutIndexes(ctx, client.IndexDefinition{
+//		Name: "Pets/ByOwner",
+//		Maps: []string{`map('Pets', p => ({ Name: p.Name, OwnerName: load(p.OwnerId, 'People').Name }))`},
+//	})
+//	err = s.QueryIndex("Pets/ByOwner").WhereEquals("OwnerName", "Alice").WaitForNonStaleResults(0).ToList(&pets)
+//
+// GetIndexes, GetIndex, GetIndexNames, GetIndexStatistics, GetIndexErrors,
+// GetIndexingStatus, DeleteIndex, ResetIndex, EnableIndex, DisableIndex,
+// SetIndexPriority and SetIndexLock manage them.
+// Session.WaitForIndexesAfterSaveChanges makes SaveChanges return only once
+// the indexes have processed the batch. PatchByQuery and DeleteByQuery start
+// long-running operations; Operation.WaitForCompletion polls their state.
+//
 // # Maintenance
 //
 // DocumentStore also has CreateDatabase, DeleteDatabase, NextIdentity,

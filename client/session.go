@@ -44,6 +44,7 @@ type Session struct {
 	deleteOrder []*deletion
 	included    map[string]json.RawMessage // lower-cased id → document from Includes
 	requests    int
+	indexWait   *IndexWaitOptions // WaitForIndexesAfterSaveChanges
 }
 
 // docInfo is a tracked entity.
@@ -550,7 +551,7 @@ func (s *Session) SaveChanges() error {
 	}
 	s.requests++
 	resp, err := s.store.executor.execute(s.ctx, &request{
-		method: http.MethodPost, path: "/bulk_docs", body: body, dbScoped: true,
+		method: http.MethodPost, path: "/bulk_docs", query: s.batchQuery(), body: body, dbScoped: true,
 	})
 	if err != nil {
 		return err

@@ -78,6 +78,8 @@ fuzz FuzzWorkerConnection ./web
 fuzz FuzzParseNodes ./backend/pki
 fuzz FuzzWorkerReader ./web
 fuzz FuzzReadIDs ./handlers/api
+fuzz FuzzMapper ./backend/index
+fuzz FuzzCheck ./backend/jsguard
 
 step "npm client compatibility suite (ravendb 7.2.2)"
 bash compat/run.sh

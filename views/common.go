@@ -37,6 +37,8 @@ const (
 	NavReplication   = "replication"
 	NavConflicts     = "conflicts"
 	NavSubscriptions = "subscriptions"
+	NavQuery         = "query"
+	NavIndexes       = "indexes"
 	NavCertificates  = "certificates"
 	NavAudit         = "audit"
 )

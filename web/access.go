@@ -110,22 +110,55 @@ var routeRules = map[string]rule{
 	"POST /internal/cluster/apply": nodeOnly,
 
 	// One database: documents, ids, statistics.
-	"GET /databases/:db/docs":                 dbRead,
-	"POST /databases/:db/docs":                dbRead, // loads many ids
-	"HEAD /databases/:db/docs":                dbRead,
-	"PUT /databases/:db/docs":                 dbWrite,
-	"DELETE /databases/:db/docs":              dbWrite,
-	"POST /databases/:db/bulk_docs":           dbWrite,
-	"GET /databases/:db/hilo/next":            dbWrite,
-	"PUT /databases/:db/hilo/return":          dbWrite,
-	"POST /databases/:db/identity/next":       dbWrite,
-	"POST /databases/:db/identity/seed":       dbAdmin.audited("identity.seed", "query:name"),
-	"GET /databases/:db/debug/identities":     dbRead,
-	"GET /databases/:db/stats":                dbRead,
-	"GET /databases/:db/collections/stats":    dbRead,
-	"GET /databases/:db/configuration/client": dbRead,
-	"GET /databases/:db/healthcheck":          dbRead,
-	"GET /databases/:db/info/tcp":             dbRead,
+	"GET /databases/:db/docs":             dbRead,
+	"POST /databases/:db/docs":            dbRead, // loads many ids
+	"HEAD /databases/:db/docs":            dbRead,
+	"PUT /databases/:db/docs":             dbWrite,
+	"DELETE /databases/:db/docs":          dbWrite,
+	"POST /databases/:db/bulk_docs":       dbWrite,
+	"GET /databases/:db/hilo/next":        dbWrite,
+	"PUT /databases/:db/hilo/return":      dbWrite,
+	"POST /databases/:db/identity/next":   dbWrite,
+	"POST /databases/:db/identity/seed":   dbAdmin.audited("identity.seed", "query:name"),
+	"GET /databases/:db/debug/identities": dbRead,
+	"GET /databases/:db/stats":            dbRead,
+
+	// Queries and indexes (issue 11). A dynamic query may create an auto
+	// index: that is part of querying, as in RavenDB.
+	"POST /databases/:db/queries":                     dbRead,
+	"GET /databases/:db/queries":                      dbRead,
+	"PATCH /databases/:db/queries":                    dbWrite.audited("query.patch", ""),
+	"DELETE /databases/:db/queries":                   dbWrite.audited("query.delete", ""),
+	"POST /databases/:db/streams/queries":             dbRead,
+	"GET /databases/:db/streams/queries":              dbRead,
+	"GET /databases/:db/streams/docs":                 dbRead,
+	"PUT /databases/:db/indexes":                      dbAdmin.audited("index.put", ""),
+	"PUT /databases/:db/admin/indexes":                dbAdmin.audited("index.put", ""),
+	"GET /databases/:db/indexes":                      dbRead,
+	"DELETE /databases/:db/indexes":                   dbAdmin.audited("index.delete", "query:name"),
+	"RESET /databases/:db/indexes":                    dbAdmin.audited("index.reset", "query:name"),
+	"GET /databases/:db/indexes/stats":                dbRead,
+	"GET /databases/:db/indexes/errors":               dbRead,
+	"DELETE /databases/:db/indexes/errors":            dbAdmin,
+	"GET /databases/:db/indexes/status":               dbRead,
+	"GET /databases/:db/indexes/staleness":            dbRead,
+	"POST /databases/:db/indexes/has-changed":         dbRead,
+	"POST /databases/:db/indexes/set-lock":            dbAdmin.audited("index.lock", ""),
+	"POST /databases/:db/indexes/set-priority":        dbAdmin.audited("index.priority", ""),
+	"POST /databases/:db/admin/indexes/enable":        dbAdmin.audited("index.enable", "query:name"),
+	"POST /databases/:db/admin/indexes/disable":       dbAdmin.audited("index.disable", "query:name"),
+	"GET /databases/:db/operations/next-operation-id": dbRead,
+	"GET /databases/:db/operations/state":             dbRead,
+	"POST /databases/:db/operations/kill":             dbWrite,
+	"GET /databases/:db/operations":                   dbRead,
+	"GET /operations/state":                           operator,
+	"GET /admin/operations/next-operation-id":         operator,
+	"POST /admin/operations/kill":                     operator,
+	"GET /internal/indexes/usage":                     nodeOnly,
+	"GET /databases/:db/collections/stats":            dbRead,
+	"GET /databases/:db/configuration/client":         dbRead,
+	"GET /databases/:db/healthcheck":                  dbRead,
+	"GET /databases/:db/info/tcp":                     dbRead,
 
 	// Replication and conflicts.
 	"GET /databases/:db/replication":                              nodeOnly,
@@ -205,6 +238,18 @@ var routeRules = map[string]rule{
 	"GET /studio/db/:db/subscriptions":                dbRead,
 	"POST /studio/db/:db/subscriptions":               dbAdmin.audited("subscription.action", "form:action"),
 	"GET /studio/db/:db/subscriptions/*":              dbRead,
+
+	// Studio: queries and indexes. Running a query is a read that may
+	// create an auto index, as POST /queries does; changing an index is
+	// an administrator's.
+	"GET /studio/db/:db/query":          dbRead,
+	"POST /studio/db/:db/query":         dbRead,
+	"GET /studio/db/:db/indexes":        dbRead,
+	"GET /studio/db/:db/index":          dbRead,
+	"POST /studio/db/:db/index/reset":   dbAdmin.audited("index.reset", "form:name"),
+	"POST /studio/db/:db/index/delete":  dbAdmin.audited("index.delete", "form:name"),
+	"POST /studio/db/:db/index/disable": dbAdmin.audited("index.disable", "form:name"),
+	"POST /studio/db/:db/index/enable":  dbAdmin.audited("index.enable", "form:name"),
 }
 
 // permitFor is what the studio's pages may offer id: the same rules as

@@ -73,6 +73,7 @@ func (s *Server) startCluster() error {
 	}
 	s.reconcileWith(known)
 	s.syncReplication()
+	s.idx.SyncAll()
 	return nil
 }
 
@@ -175,6 +176,7 @@ func (s *Server) reconcile() {
 		}
 		s.reconcileWith(map[string]bool{})
 		s.syncReplication()
+		s.idx.SyncAll()
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/operations"
 )
 
 // envelope is RavenDB's error body: the client picks its exception class
@@ -49,6 +50,23 @@ func ravenError(err error) (status int, typ, msg string) {
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return http.StatusRequestTimeout, "System.TimeoutException", "The request was cancelled or timed out: " + err.Error()
+	}
+	// An error that names the client's exception type (a query on a
+	// missing index, an invalid query, a timeout, an index that does not
+	// compile) keeps its type; its status comes from the kind it unwraps
+	// to.
+	// A timeout is a 500 with its type, not a 408: the clients take a 408
+	// for a node that is down and try the next one.
+	var typed interface {
+		error
+		RavenType() string
+	}
+	if errors.As(err, &typed) {
+		status := http.StatusInternalServerError
+		if inner := errors.Unwrap(typed); inner != nil {
+			status, _, _ = ravenError(inner)
+		}
+		return status, typed.RavenType(), typed.Error()
 	}
 	var de *dberr.Error
 	if !errors.As(err, &de) {
@@ -116,4 +134,10 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		return
 	}
 	_ = c.Blob(status, echo.MIMEApplicationJSONCharsetUTF8, body)
+}
+
+// describeError is a failed operation's result in the clients' shape.
+func describeError(err error) operations.ExceptionResult {
+	status, typ, msg := ravenError(err)
+	return operations.ExceptionResult{Type: typ, Message: msg, Error: msg, StatusCode: status}
 }

@@ -30,8 +30,12 @@ import (
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/index"
+	"github.com/rookerydb/rookery/backend/indexes"
 	"github.com/rookerydb/rookery/backend/metrics"
 	"github.com/rookerydb/rookery/backend/names"
+	"github.com/rookerydb/rookery/backend/operations"
+	"github.com/rookerydb/rookery/backend/query"
 	"github.com/rookerydb/rookery/backend/rql"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/backend/subscriptions"
@@ -129,6 +133,9 @@ type Config struct {
 	// MaxLivePages caps the studio pages kept live (one websocket each).
 	// DefaultMaxLivePages.
 	MaxLivePages int
+	// IndexCleanupInterval is how often the leader applies the auto-index
+	// cleanup rules. DefaultIndexCleanupInterval.
+	IndexCleanupInterval time.Duration
 }
 
 // applyLimits checks the parser limits of cfg, fills in the defaults, and
@@ -172,6 +179,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxLivePages == 0 {
 		c.MaxLivePages = DefaultMaxLivePages
+	}
+	if c.IndexCleanupInterval <= 0 {
+		c.IndexCleanupInterval = DefaultIndexCleanupInterval
 	}
 	c.MaxConnections = max(c.MaxConnections, 0)
 	c.MaxRequestBody = max(c.MaxRequestBody, 0)
@@ -222,6 +232,17 @@ type Server struct {
 	subCancel  context.CancelFunc
 	subConns   subscriptionConns
 	subRecon   chan struct{}
+
+	// indexes: this node's index engine, the service that keeps it in line
+	// with the cluster's definitions, the query runner, and the long jobs.
+	indexes    *index.Manager
+	idx        *indexes.Service
+	queries    *query.Runner
+	operations *operations.Registry
+	// lastCleanup is when the ticker last started the auto-index cleanup;
+	// cleaning is set while a pass runs.
+	lastCleanup time.Time
+	cleaning    atomic.Bool
 
 	// reconKnown are the database records the reconciler saw last.
 	reconMu    sync.Mutex
@@ -351,15 +372,21 @@ func New(cfg Config) (*Server, error) {
 	s.subStop, s.subCancel = context.WithCancel(context.Background())
 	s.subRecon = make(chan struct{}, 1)
 	s.reg.MustRegister(subscriptionCollector{s})
+	s.indexes = index.NewManager(index.Options{Logger: cfg.Logger})
+	s.idx = &indexes.Service{Cluster: s.cluster, Catalog: cat, Manager: s.indexes, Tracker: indexes.NewTracker(time.Now()), NodeTag: cfg.NodeTag, Log: cfg.Logger}
+	s.queries = query.NewRunner(s.idx, query.IndexLookup(s.indexes.Get), query.Options{Logger: cfg.Logger})
+	s.operations = operations.New(operations.Options{Describe: describeError, OnChange: func(operations.Info) { s.hub.Notify("") }})
 	wire := &api.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs,
-		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: sec.wellKnown(), Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize}
+		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: sec.wellKnown(), Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize,
+		Indexes: s.idx, Queries: s.queries, Operations: s.operations, Log: cfg.Logger}
 	if sec.secured {
 		wire.ServerThumbprint = sec.auth.Self
 	}
 	wire.Register(e)
 	s.studio = &studio.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs,
 		Nodes: s.nodes, Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize,
-		ServerCertificate: wire.ServerCertificate, WellKnownAdmins: wire.WellKnownAdmins, Audit: wire.Audit}
+		ServerCertificate: wire.ServerCertificate, WellKnownAdmins: wire.WellKnownAdmins, Audit: wire.Audit,
+		Indexes: s.indexes, Queries: s.queries, IndexUsage: s.idx.Usage, IndexConfig: s.idx.Config, OnQuery: s.idx.Queried}
 	if !sec.secured {
 		s.studio.UnsecuredAccess = accessName(sec.access)
 	}
@@ -373,6 +400,7 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/studio/live", s.hub.Serve)
 	e.GET("/databases/:db/replication", s.serveReplication)
 	e.GET("/databases/:db/replication/stats", s.replicationStats)
+	e.GET("/internal/indexes/usage", s.indexUsage)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", http.FileServer(http.FS(static.Files)))))
 	s.echo = e
 	s.watch()
@@ -407,6 +435,10 @@ func (s *Server) watch() {
 			s.watchDB(ev.DB)
 		}
 		if ev.Type == "deleted" {
+			if err := s.indexes.CloseDatabase(ev.Name); err != nil {
+				s.log.Warn("closing a deleted database's indexes", "database", ev.Name, "error", err)
+			}
+			s.idx.Tracker.Forget(ev.Name)
 			s.activity.Forget(ev.Name)
 			s.alerts.ClearDatabase(ev.Name)
 			s.forgetClosed()
@@ -457,6 +489,7 @@ func (s *Server) tick() {
 			s.hub.Tick(db.Name())
 		}
 		s.hub.Tick("") // server-wide pages (dashboard, cluster) even with no databases
+		s.maybeCleanupIndexes(time.Now())
 		s.studio.Tick(context.Background())
 	}
 }
@@ -497,7 +530,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopSubscriptions()
 	err := s.http.Shutdown(ctx)
 	s.stopTicker()
-	return errors.Join(err, s.cluster.Shutdown(), s.catalog.Close(), s.audit.Close())
+	s.operations.Close()
+	return errors.Join(err, s.indexes.Close(), s.cluster.Shutdown(), s.catalog.Close(), s.audit.Close())
 }
 
 func (s *Server) stopTicker() {
@@ -516,7 +550,14 @@ func (s *Server) Close() error {
 	s.stopReplication()
 	s.stopSubscriptions()
 	s.stopTicker()
-	return errors.Join(s.cluster.Shutdown(), s.catalog.Close(), s.audit.Close())
+	if s.operations != nil {
+		s.operations.Close()
+	}
+	var ixErr error
+	if s.indexes != nil {
+		ixErr = s.indexes.Close()
+	}
+	return errors.Join(ixErr, s.cluster.Shutdown(), s.catalog.Close(), s.audit.Close())
 }
 
 // Cluster is the node's Raft view.

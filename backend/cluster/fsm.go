@@ -54,6 +54,10 @@ type state struct {
 	// JoinNonces are the nonces of nodes that joined as non-voters and
 	// are not promoted yet, by tag (see Cluster.AddNonvoter).
 	JoinNonces map[string]string `json:",omitempty"`
+	// Indexes are the databases' index definitions, by "db/name", both
+	// lower-cased; IndexLog their cleanup decisions, by database.
+	Indexes  map[string]*IndexRecord    `json:",omitempty"`
+	IndexLog map[string][]IndexDecision `json:",omitempty"`
 	// TopologyEtag moves whenever nodes or database membership change.
 	TopologyEtag int64
 	// AppliedIndex is the log index the state reflects (kept in snapshots,
@@ -116,6 +120,11 @@ type Command struct {
 	Keys     []string        `json:",omitempty"` // subscription_update: several at once
 	// Certificate is certificate_put's registration.
 	Certificate *auth.Certificate `json:",omitempty"`
+	// IndexPut, IndexSet and Decisions are the index commands' content
+	// (indexes.go); Keys names the indexes of index_delete and index_set.
+	IndexPut  *IndexPut       `json:",omitempty"`
+	IndexSet  *IndexSet       `json:",omitempty"`
+	Decisions []IndexDecision `json:",omitempty"`
 }
 
 // appliers are the operations defined in other files, by name.
@@ -233,6 +242,7 @@ func (f *fsm) apply(c *Command, index uint64) Result {
 				delete(st.Subscriptions, k)
 			}
 		}
+		dropIndexes(st, c.Name)
 		st.TopologyEtag = int64(index)
 	case opAddMember:
 		d, ok := st.Databases[strings.ToLower(c.Name)]

@@ -14,6 +14,7 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/jsguard"
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
@@ -52,6 +53,9 @@ type ScriptError struct{ Msg string }
 func (e *ScriptError) Error() string { return e.Msg }
 
 func compile(script string) (*goja.Program, error) {
+	if err := jsguard.Check("the resolution script", script, jsguard.DefaultMaxBytes, jsguard.DefaultMaxDepth); err != nil {
+		return nil, &ScriptError{Msg: err.Error()}
+	}
 	prog, err := goja.Compile("resolve.js", fmt.Sprintf(scriptWrapper, script), false)
 	if err != nil {
 		return nil, &ScriptError{Msg: "script does not compile: " + err.Error()}

@@ -116,3 +116,32 @@ func Separator(sep string) (string, error) {
 	}
 	return sep, nil
 }
+
+// MaxIndex is the longest index name, in bytes.
+const MaxIndex = 256
+
+// Index checks an index name: valid UTF-8, 1 to 256 bytes, no control or
+// non-printable characters, no leading or trailing space. Index names hold
+// '/', '(', ')', '.', '[]' and the like ("Auto/Orders/ByLines[].Price"), so
+// they are never used as file names as they are (see index.FileName).
+func Index(name string) error {
+	bad := func(why string) error {
+		return dberr.New(dberr.BadRequest, "Index name '%s' is not valid: %s", clip(name), why)
+	}
+	switch {
+	case name == "":
+		return bad("it is empty")
+	case len(name) > MaxIndex:
+		return bad("it is longer than 256 bytes")
+	case !utf8.ValidString(name):
+		return bad("it is not valid UTF-8")
+	case strings.TrimSpace(name) != name:
+		return bad("it starts or ends with a space")
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) && r != ' ' {
+			return bad("it contains a control or non-printable character")
+		}
+	}
+	return nil
+}

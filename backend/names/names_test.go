@@ -3,6 +3,8 @@ package names
 import (
 	"strings"
 	"testing"
+
+	"github.com/rookerydb/rookery/backend/dberr"
 )
 
 func TestNames(t *testing.T) {
@@ -49,5 +51,19 @@ func TestNames(t *testing.T) {
 	}
 	if HostPort("127.0.0.1:9000") != nil || HostPort("nope") == nil {
 		t.Error("HostPort")
+	}
+}
+
+func TestIndexNames(t *testing.T) {
+	for _, ok := range []string{"Auto/Orders/ByName", "Auto/Orders/BySearch(Name)", "Auto/Orders/ByLines[].Price", "Pets/ByOwner", "Überall"} {
+		if err := Index(ok); err != nil {
+			t.Errorf("Index(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", " x", "x ", "a\x00b", "a\nb", "\xff", strings.Repeat("a", MaxIndex+1)} {
+		err := Index(bad)
+		if err == nil || !dberr.Is(err, dberr.BadRequest) {
+			t.Errorf("Index(%q) = %v, want a BadRequest", bad, err)
+		}
 	}
 }

@@ -240,6 +240,8 @@ func eval(e Expr, doc Doc, params map[string]any) (bool, error) {
 		return false, nil
 	case Exists:
 		return len(values(x.Field, doc)) > 0, nil
+	case True:
+		return true, nil
 	case Call:
 		arg, err := resolve(x.Value, params)
 		if err != nil {
@@ -255,7 +257,7 @@ func eval(e Expr, doc Doc, params map[string]any) (bool, error) {
 				return false, fmt.Errorf("regex(): %v", err)
 			}
 		}
-		terms := strings.Fields(strings.ToLower(s))
+		terms := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return r != '*' && !wordRune(r) })
 		for _, v := range values(x.Field, doc) {
 			str, ok := v.(string)
 			if !ok {
@@ -276,16 +278,9 @@ func eval(e Expr, doc Doc, params map[string]any) (bool, error) {
 					return true, nil
 				}
 			default: // search, lucene: any term among the field's words
-				words := strings.FieldsFunc(low, func(r rune) bool {
-					return !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r > 127)
-				})
-				for _, t := range terms {
-					t = strings.Trim(t, "*")
-					for _, w := range words {
-						if w == t || (t != "" && strings.HasPrefix(w, t) && strings.HasSuffix(s, "*")) {
-							return true, nil
-						}
-					}
+				words := strings.FieldsFunc(low, func(r rune) bool { return !wordRune(r) })
+				if searchMatch(terms, words, x.Operator == "and") {
+					return true, nil
 				}
 			}
 		}
@@ -329,4 +324,37 @@ func (q *Query) Project(doc Doc) map[string]any {
 		}
 	}
 	return out
+}
+
+// searchMatch tells whether the field's words hold any (all, for the and
+// operator) of the search terms; a term ending in * matches as a prefix,
+// one starting with * as a suffix.
+func searchMatch(terms, words []string, all bool) bool {
+	if len(terms) == 0 {
+		return false
+	}
+	for _, raw := range terms {
+		t := strings.Trim(raw, "*")
+		prefix, suffix := strings.HasSuffix(raw, "*"), strings.HasPrefix(raw, "*")
+		found := false
+		for _, w := range words {
+			if w == t || t != "" && (prefix && strings.HasPrefix(w, t) || suffix && strings.HasSuffix(w, t)) {
+				found = true
+				break
+			}
+		}
+		if found && !all {
+			return true
+		}
+		if !found && all {
+			return false
+		}
+	}
+	return all
+}
+
+// wordRune tells whether r belongs to a word of search(): words are split
+// at every other character.
+func wordRune(r rune) bool {
+	return r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r > 127
 }

@@ -16,6 +16,7 @@ const (
 	tNumber
 	tParam
 	tPunct
+	tScript // the text between the braces of update { … }
 )
 
 type token struct {
@@ -32,6 +33,8 @@ func (t token) String() string {
 		return fmt.Sprintf("string %q", t.text)
 	case tParam:
 		return "$" + t.text
+	case tScript:
+		return "an update script"
 	}
 	return fmt.Sprintf("%q", t.text)
 }
@@ -116,6 +119,20 @@ func lex(s string) ([]token, error) {
 				i += cw
 			}
 			out = append(out, token{kind: tIdent, text: s[start:i], pos: start})
+			if strings.EqualFold(s[start:i], "update") {
+				j := i
+				for j < len(s) && (s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r') {
+					j++
+				}
+				if j < len(s) && s[j] == '{' {
+					end, err := scriptEnd(s, j)
+					if err != nil {
+						return nil, err
+					}
+					out = append(out, token{kind: tScript, text: s[j+1 : end], pos: j})
+					i = end + 1
+				}
+			}
 		default:
 			start := i
 			two := ""
@@ -138,4 +155,47 @@ func lex(s string) ([]token, error) {
 		}
 	}
 	return out, nil
+}
+
+// scriptEnd finds the brace that closes the one at open, skipping
+// JavaScript strings, template literals and comments. It counts, it does not
+// recurse, so a deep script costs no stack.
+func scriptEnd(s string, open int) (int, error) {
+	depth := 0
+	for i := open; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth == 0 {
+				return i, nil
+			}
+		case '\'', '"', '`':
+			j := i + 1
+			for j < len(s) && s[j] != c {
+				if s[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if j >= len(s) {
+				return 0, &SyntaxError{Pos: i, Msg: "unterminated string in the update script"}
+			}
+			i = j
+		case '/':
+			if i+1 < len(s) && s[i+1] == '/' {
+				for i < len(s) && s[i] != '\n' {
+					i++
+				}
+			} else if i+1 < len(s) && s[i+1] == '*' {
+				k := strings.Index(s[i+2:], "*/")
+				if k < 0 {
+					return 0, &SyntaxError{Pos: i, Msg: "unterminated comment in the update script"}
+				}
+				i += k + 3
+			}
+		}
+	}
+	return 0, &SyntaxError{Pos: open, Msg: "the update script's '{' is never closed"}
 }

@@ -1,13 +1,18 @@
 // Package rql parses and evaluates the subset of RavenDB's query language
-// that clients generate for collection queries and data subscriptions:
+// that clients generate for queries, patch by query and data subscriptions:
 //
-//	from <Collection> [as x] [where …] [order by …] [select …] [include …] [limit $a, $b]
+//	from <Collection>|@all_docs|index '<Name>' [as x] [group by a, b] [where …]
+//	    [order by f [as long|double|alphaNumeric|string] [desc], score(), random()]
+//	    [select [distinct] a, b as c, key(), count(), sum(f)] [include a, timings()]
+//	    [limit $skip, $take | limit n [offset m] | offset m] [update { script }]
 //
 // The where clause takes =, !=, <, <=, >, >=, between, in, all in,
-// startsWith(), endsWith(), exists(), search(), regex(), exact(), boost(),
-// and/or/not and parentheses, over nested paths (Address.City,
-// Lines[].Price), id() and $parameters. String comparisons ignore case, as
-// RavenDB's default analyzer does, except inside exact(). Syntax errors
+// startsWith(), endsWith(), exists(), search() (with its and/or operator),
+// regex(), exact(), boost(), fuzzy(), proximity(), true, and/or/not and
+// parentheses, over nested paths (Address.City, Lines[].Price), id() and
+// $parameters. boost(), fuzzy() and proximity() act as the expression they
+// wrap (they change ranking, not matching). String comparisons ignore case,
+// as RavenDB's default analyzer does, except inside exact(). Syntax errors
 // carry the byte position.
 package rql
 
@@ -38,7 +43,9 @@ type Query struct {
 	Distinct   bool
 	Select     []Projection
 	Include    []Path
-	Skip, Take *Value // limit $skip, $take
+	Timings    bool    // include timings()
+	Skip, Take *Value  // limit $skip, $take; nil when absent
+	Update     *string // the script of update { … }, without its braces
 }
 
 // Path is a field reference: segments, where a segment ending in "[]"
@@ -61,18 +68,19 @@ type Value struct {
 	Literal any    // string, float64, bool or nil
 }
 
-// Order is one order by item.
+// Order is one order by item: a field, score() or random().
 type Order struct {
 	Field  Path
 	Random bool
+	Score  bool
 	As     string // long, double, alphaNumeric, string or ""
 	Desc   bool
 }
 
 // Projection is one select item.
 type Projection struct {
-	Field Path
-	Func  string // "key" or "count" for key() / count()
+	Field Path   // the field, or sum()'s argument
+	Func  string // "key", "count" or "sum" for key(), count(), sum(Field)
 	As    string
 }
 
@@ -104,14 +112,19 @@ type (
 		Values []Value
 		All    bool
 	}
-	// Call is startsWith, endsWith, search, regex or lucene.
+	// Call is startsWith, endsWith, search, regex or lucene. Operator is
+	// search()'s third argument: "and" (every term) or "or" (any term, the
+	// default, also when "").
 	Call struct {
-		Name  string
-		Field Path
-		Value Value
+		Name     string
+		Field    Path
+		Value    Value
+		Operator string
 	}
 	// Exists is exists(field).
 	Exists struct{ Field Path }
+	// True matches every document (the client writes "true and not …").
+	True struct{}
 )
 
 func (And) expr()     {}
@@ -122,6 +135,7 @@ func (Between) expr() {}
 func (In) expr()      {}
 func (Call) expr()    {}
 func (Exists) expr()  {}
+func (True) expr()    {}
 
 // Parse parses a query within the limits set by SetLimits (DefaultLimits
 // until then): a longer query is refused before it is read, a deeper one
@@ -147,7 +161,8 @@ type parser struct {
 	toks []token
 	i    int
 	n    int
-	// depth is how many parentheses, not, exact() and boost() enclose the
+	// depth is how many parentheses, not, exact(), boost(), fuzzy() and
+	// proximity() enclose the
 	// term being read; maxDepth bounds it, and with it the recursion.
 	depth, maxDepth int
 }
@@ -156,7 +171,7 @@ type parser struct {
 func (p *parser) enter(t token) error {
 	p.depth++
 	if p.depth > p.maxDepth {
-		return p.errAt(t, "the where clause nests deeper than %d levels (parentheses, not, exact() and boost() each count; the limit is set by --max-query-depth)", p.maxDepth)
+		return p.errAt(t, "the where clause nests deeper than %d levels (parentheses, not, exact(), boost(), fuzzy() and proximity() each count; the limit is set by --max-query-depth)", p.maxDepth)
 	}
 	return nil
 }
@@ -294,36 +309,95 @@ func (p *parser) query() (*Query, error) {
 	}
 	if p.kw("include") {
 		for {
-			f, err := p.field(q)
-			if err != nil {
+			if err := p.include(q); err != nil {
 				return nil, err
 			}
-			q.Include = append(q.Include, f)
 			if !p.punct(",") {
 				break
 			}
 		}
 	}
-	if p.kw("limit") {
-		a, err := p.value()
-		if err != nil {
-			return nil, err
+	if err := p.limit(q); err != nil {
+		return nil, err
+	}
+	if t := p.peek(); p.kw("update") {
+		s := p.next()
+		if s.kind != tScript {
+			return nil, p.errAt(t, "expected '{' after 'update'")
 		}
-		q.Skip = &a
-		if p.punct(",") {
-			b, err := p.value()
-			if err != nil {
-				return nil, err
-			}
-			q.Take = &b
-		} else {
-			q.Skip, q.Take = nil, &a // "limit n" takes n
-		}
+		q.Update = &s.text
 	}
 	if t := p.peek(); t.kind != tEOF {
 		return nil, p.errAt(t, "unexpected %s", t)
 	}
 	return q, nil
+}
+
+// include reads one include item: timings() or a path holding ids.
+func (p *parser) include(q *Query) error {
+	t := p.peek()
+	if t.kind == tIdent && p.i+1 < len(p.toks) && p.toks[p.i+1].text == "(" && !strings.EqualFold(t.text, "id") {
+		if !strings.EqualFold(t.text, "timings") {
+			return p.errAt(t, "include %s() is not supported (include takes paths holding document ids, and timings())", t.text)
+		}
+		p.i += 2
+		if err := p.expectPunct(")"); err != nil {
+			return err
+		}
+		q.Timings = true
+		return nil
+	}
+	f, err := p.field(q)
+	if err != nil {
+		return err
+	}
+	q.Include = append(q.Include, f)
+	return nil
+}
+
+// limit reads "limit skip, take", "limit take [offset skip]" and
+// "offset skip [limit take]".
+func (p *parser) limit(q *Query) error {
+	seenLimit, seenOffset := false, false
+	for {
+		t := p.peek()
+		switch {
+		case p.kw("limit"):
+			if seenLimit {
+				return p.errAt(t, "limit given twice")
+			}
+			seenLimit = true
+			a, err := p.value()
+			if err != nil {
+				return err
+			}
+			if p.punct(",") {
+				if seenOffset {
+					return p.errAt(t, "limit skip, take after offset")
+				}
+				seenOffset = true
+				b, err := p.value()
+				if err != nil {
+					return err
+				}
+				q.Skip, q.Take = &a, &b
+			} else {
+				q.Take = &a // "limit n" takes n
+			}
+		case p.kw("offset"):
+			if seenOffset {
+				return p.errAt(t, "offset given twice")
+			}
+			seenOffset = true
+			a, err := p.value()
+			if err != nil {
+				return err
+			}
+			q.Skip = &a
+		default:
+			return nil
+		}
+	}
 }
 
 func (p *parser) orderItem(q *Query) (Order, error) {
@@ -333,10 +407,21 @@ func (p *parser) orderItem(q *Query) (Order, error) {
 		if err := p.expectPunct("("); err != nil {
 			return o, err
 		}
+		o.Random = true
+		if t := p.peek(); t.kind != tPunct || t.text != ")" { // random('seed')
+			if _, err := p.value(); err != nil {
+				return o, err
+			}
+		}
 		if err := p.expectPunct(")"); err != nil {
 			return o, err
 		}
-		o.Random = true
+	} else if p.isKw("score") && p.i+1 < len(p.toks) && p.toks[p.i+1].text == "(" {
+		p.i += 2
+		if err := p.expectPunct(")"); err != nil {
+			return o, err
+		}
+		o.Score = true
 	} else {
 		f, err := p.field(q)
 		if err != nil {
@@ -364,15 +449,23 @@ func (p *parser) orderItem(q *Query) (Order, error) {
 func (p *parser) projection(q *Query) (Projection, error) {
 	var pr Projection
 	t := p.peek()
-	if t.kind == tIdent && (strings.EqualFold(t.text, "key") || strings.EqualFold(t.text, "count")) && p.i+1 < len(p.toks) && p.toks[p.i+1].text == "(" {
-		p.i++
-		if err := p.expectPunct("("); err != nil {
-			return pr, err
+	fn := strings.ToLower(t.text)
+	if t.kind == tIdent && (fn == "key" || fn == "count" || fn == "sum") && p.i+1 < len(p.toks) && p.toks[p.i+1].text == "(" {
+		p.i += 2
+		if fn == "sum" {
+			f, err := p.field(q)
+			if err != nil {
+				return pr, err
+			}
+			if f.ID {
+				return pr, p.errAt(t, "sum() takes a field, not id()")
+			}
+			pr.Field = f
 		}
 		if err := p.expectPunct(")"); err != nil {
 			return pr, err
 		}
-		pr.Func = strings.ToLower(t.text)
+		pr.Func = fn
 	} else {
 		f, err := p.field(q)
 		if err != nil {
@@ -516,9 +609,13 @@ func (p *parser) term(q *Query) (Expr, error) {
 		p.depth--
 		return e, p.expectPunct(")")
 	}
+	if t.kind == tIdent && strings.EqualFold(t.text, "true") && (p.i+1 >= len(p.toks) || p.toks[p.i+1].kind != tPunct || p.toks[p.i+1].text == ")") {
+		p.i++
+		return True{}, nil
+	}
 	if t.kind == tIdent && p.i+1 < len(p.toks) && p.toks[p.i+1].text == "(" {
 		name := strings.ToLower(t.text)
-		if name == "exact" || name == "boost" {
+		if name == "exact" || name == "boost" || name == "fuzzy" || name == "proximity" {
 			if err := p.enter(t); err != nil {
 				return nil, err
 			}
@@ -538,7 +635,15 @@ func (p *parser) term(q *Query) (Expr, error) {
 			if err != nil {
 				return nil, err
 			}
-			return Call{Name: calls[name], Field: f, Value: v}, p.expectPunct(")")
+			c := Call{Name: calls[name], Field: f, Value: v}
+			if c.Name == "search" && p.punct(",") {
+				op := p.next()
+				if op.kind != tIdent || (!strings.EqualFold(op.text, "and") && !strings.EqualFold(op.text, "or")) {
+					return nil, p.errAt(op, "search()'s third argument is and or or, not %s", op)
+				}
+				c.Operator = strings.ToLower(op.text)
+			}
+			return c, p.expectPunct(")")
 		case name == "exists":
 			p.i += 2
 			f, err := p.field(q)
@@ -553,7 +658,7 @@ func (p *parser) term(q *Query) (Expr, error) {
 				return nil, err
 			}
 			return exact(e), p.expectPunct(")")
-		case name == "boost":
+		case name == "boost" || name == "fuzzy" || name == "proximity":
 			p.i += 2
 			e, err := p.or(q)
 			if err != nil {
@@ -565,7 +670,7 @@ func (p *parser) term(q *Query) (Expr, error) {
 			if _, err := p.value(); err != nil {
 				return nil, err
 			}
-			return e, p.expectPunct(")") // boosting changes ranking only
+			return e, p.expectPunct(")") // ranking only: matching is the inner expression's
 		}
 	}
 	f, err := p.field(q)

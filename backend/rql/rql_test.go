@@ -51,6 +51,39 @@ func TestParsesWhatTheClientSends(t *testing.T) {
 		`from Orders where total > $min`,
 		`from Orders as o where o.Lines[].Price > 10 and o.Address.City = 'London' select o.Name`,
 		`FROM Orders WHERE Total >= 10.5 AND NOT (Status == "Closed")`,
+		// The grammar of queries (reference §1.4).
+		`from @all_docs`,
+		`from @all_docs where Name = $p0`,
+		`from 'Orders' where Name = $p0 order by Total as long limit $p1, $p2`,
+		`from 'Orders' order by Total as double desc`,
+		`from 'Orders' order by Name as alphaNumeric`,
+		`from 'Orders' order by Name as string`,
+		`from 'Orders' where search(Name, $p0, and)`,
+		`from 'Orders' where search(Name, $p0, or)`,
+		`from 'Orders' where fuzzy(Name = $p0, 0.5)`,
+		`from 'Orders' where proximity(search(Name, $p0), 2)`,
+		`from 'Orders' where search(Name, $p0) order by score()`,
+		`from 'Orders' where search(Name, $p0) order by score() desc, Name`,
+		`from 'Orders' order by random('seed')`,
+		`from 'Orders' limit $p0, $p1`,
+		`from 'Orders' limit 10`,
+		`from 'Orders' limit 10 offset 5`,
+		`from 'Orders' offset 5`,
+		`from 'Orders' where 'order' = $p0`,
+		`from 'Orders' where 'First Name' = $p0`,
+		`from 'Orders' where startsWith(id(), $p0)`,
+		`from 'Orders' where true and not Name = $p0`,
+		`from 'Orders' where exists(Name) and not Name in ($p0)`,
+		`from 'Orders' where true`,
+		`from 'Orders' include timings()`,
+		`from 'Orders' include Company, timings()`,
+		`from 'Orders' group by Company select key(), sum(Total) as Sum`,
+		`from 'Orders' group by Company, Employee select key(), count() as count, sum(Total) as Sum`,
+		`from 'Orders' group by Company where count > 1 order by count as long desc select Company, count()`,
+		`from Orders update { this.Total = this.Total * 2 }`,
+		`from Orders as o where o.Total < $max update { o.Flag = true; }`,
+		`from Orders where Name = 'x' limit 5 update {}`,
+		`from index 'Orders/ByTotal' where Total > $p0 update { if (this.x) { this.y = "}"; } }`,
 	} {
 		if _, err := Parse(q); err != nil {
 			t.Errorf("%s: %v", q, err)
@@ -76,6 +109,16 @@ func TestSyntaxErrorsHavePositions(t *testing.T) {
 		{`from Orders order by x as nonsense`, 26, "long, double"},
 		{`from Orders limit`, 17, "expected a value"},
 		{`from Orders where a = 1 extra`, 24, "unexpected"},
+		{`from Orders update`, 12, "expected '{' after 'update'"},
+		{`from Orders update { this.x = 1`, 19, "never closed"},
+		{`from Orders update { this.x = "1 }`, 30, "unterminated string"},
+		{`from Orders update { /* }`, 21, "unterminated comment"},
+		{`from Orders update {} where a = 1`, 22, "unexpected"},
+		{`from Orders include counters()`, 20, "include counters() is not supported"},
+		{`from Orders where search(Name, $p, xor)`, 35, "and or or"},
+		{`from Orders limit 1 limit 2`, 20, "limit given twice"},
+		{`from Orders offset 1 offset 2`, 21, "offset given twice"},
+		{`from Orders select sum(id())`, 19, "sum() takes a field"},
 	} {
 		_, err := Parse(c.q)
 		var se *SyntaxError
@@ -123,6 +166,12 @@ func TestMatch(t *testing.T) {
 		{`from Orders where endsWith(Name, 'pipe')`, true},
 		{`from Orders where search(Name, 'tube pipe')`, true},
 		{`from Orders where search(Name, 'tube')`, false},
+		{`from Orders where search(Name, 'tube pipe', and)`, false},
+		{`from Orders where search(Name, 'pipe acme', and)`, true},
+		{`from Orders where search(Name, 'ac* tube', or)`, true},
+		{`from Orders where search(Name, '*me', and)`, true},
+		{`from Orders where true and not Name = 'x'`, true},
+		{`from Orders where fuzzy(Name = 'acme pipe', 0.5) and boost(Total = 42, 3)`, true},
 		{`from Orders where regex(Name, '^Acme')`, true},
 		{`from Orders where exists(Address.City)`, true},
 		{`from Orders where exists(Missing)`, false},
@@ -145,6 +194,45 @@ func TestMatch(t *testing.T) {
 	q, _ := Parse(`from Orders where Name = $missing`)
 	if _, err := q.Match(d, params); err == nil || !strings.Contains(err.Error(), "$missing") {
 		t.Fatalf("a missing parameter: %v", err)
+	}
+}
+
+// The clauses of the query grammar land in the Query.
+func TestQueryClauses(t *testing.T) {
+	q, err := Parse(`from 'Orders' group by Company, 'Em ployee' where count > 1 order by score(), count as long desc, random() select key(), count() as count, sum(Lines[].Price) as Sum include Company, timings() limit 10 offset $s update { this.a = '{'; }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q.GroupBy) != 2 || q.GroupBy[1].String() != "Em ployee" || !q.OrderBy[0].Score || q.OrderBy[1].As != "long" || !q.OrderBy[1].Desc || !q.OrderBy[2].Random ||
+		q.Select[0].Func != "key" || q.Select[1].Func != "count" || q.Select[1].As != "count" || q.Select[2].Func != "sum" || q.Select[2].Field.String() != "Lines[].Price" ||
+		!q.Timings || len(q.Include) != 1 || q.Take.Literal != 10.0 || q.Skip.Param != "s" || q.Update == nil || *q.Update != " this.a = '{'; " {
+		t.Fatalf("%+v", q)
+	}
+	q, err = Parse(`from @all_docs where search(Name, $p, and) and proximity(search(Tags, $q), 2) and fuzzy(Name = $n, 0.5) and true`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	and := q.Where.(And)
+	if q.Collection != "@all_docs" || and.R != (True{}) {
+		t.Fatalf("%+v", q.Where)
+	}
+	if c := and.L.(And).L.(And).L.(Call); c.Operator != "and" || c.Name != "search" {
+		t.Fatalf("%+v", c)
+	}
+	if c := and.L.(And).L.(And).R.(Call); c.Operator != "" || c.Field.String() != "Tags" {
+		t.Fatalf("proximity is its search: %+v", c)
+	}
+	if c := and.L.(And).R.(Compare); c.Field.String() != "Name" || c.Value.Param != "n" {
+		t.Fatalf("fuzzy is its comparison: %+v", c)
+	}
+	if q, _ := Parse(`from Orders limit $p0, $p1`); q.Skip.Param != "p0" || q.Take.Param != "p1" {
+		t.Fatalf("%+v", q)
+	}
+	if q, _ := Parse(`from Orders limit 3`); q.Skip != nil || q.Take.Literal != 3.0 {
+		t.Fatalf("%+v", q)
+	}
+	if q, _ := Parse(`from Orders update {}`); q.Update == nil || *q.Update != "" {
+		t.Fatalf("%+v", q)
 	}
 }
 
@@ -184,6 +272,8 @@ func TestLimits(t *testing.T) {
 		{"not", nested(5000, "not ", "a = 1", ""), prefix + 4*DefaultMaxDepth, "--max-query-depth"},
 		{"exact", nested(5000, "exact(", "a = 1", ")"), prefix + 6*DefaultMaxDepth, "--max-query-depth"},
 		{"boost", nested(5000, "boost(", "a = 1", ", 2)"), prefix + 6*DefaultMaxDepth, "--max-query-depth"},
+		{"fuzzy", nested(5000, "fuzzy(", "a = 1", ", 0.5)"), prefix + 6*DefaultMaxDepth, "--max-query-depth"},
+		{"proximity", nested(3000, "proximity(", "search(a, $p)", ", 2)"), prefix + 10*DefaultMaxDepth, "--max-query-depth"},
 		{"mixed", nested(3000, "not (", "a = 1", ")"), prefix + 5*(DefaultMaxDepth/2), "--max-query-depth"},
 	} {
 		_, err := Parse(c.q)
@@ -236,6 +326,15 @@ func FuzzParse(f *testing.F) {
 		"from x where " + strings.Repeat("(", 100_000), nested(100_000, "(", "a = 1", ")"), nested(5000, "(", "a = 1", ")"),
 		nested(DefaultMaxDepth, "(", "a = 1", ")"), nested(10_000, "not ", "a = 1", ""), nested(5000, "exact(", "a = 1", ")"),
 		nested(3000, "boost(", "a = 1", ", 2)"), "from x where a in (" + strings.Repeat("1,", 50_000) + "1)",
+		`from 'Orders' where Name = $p0 order by Total as long limit $p1, $p2`, `from @all_docs where search(Name, $p0, and) order by score()`,
+		`from 'Orders' where proximity(search(Name, $p0), 2) or fuzzy(Name = $p1, 0.5)`, `from 'Orders' where true and not exists(x)`,
+		`from 'Orders' group by Company, Employee select key(), count() as count, sum(Total) as Sum include timings()`,
+		`from 'Orders' select distinct Name, @metadata.@nested-object-types as __PROJECTED_NESTED_OBJECT_TYPES__ limit 10 offset 5`,
+		`from Orders as o where o.Total < $max update { o.Flag = "}"; /* } */ // }` + "\n}",
+		nested(5000, "fuzzy(", "a = 1", ", 0.5)"), nested(5000, "proximity(", "search(a, $p)", ", 2)"),
+		"from x update {" + strings.Repeat("{", 100_000) + strings.Repeat("}", 100_000) + "}",
+		"from x update {" + strings.Repeat("'", 1001) + "}", "from x select " + strings.Repeat("sum(a), ", 10_000) + "count()",
+		"from x order by " + strings.Repeat("score(), ", 10_000) + "random()",
 		"from x where a = '" + strings.Repeat("x", 200_000) + "'"} {
 		f.Add(s)
 	}

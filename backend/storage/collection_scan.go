@@ -67,3 +67,62 @@ func (db *DB) CollectionLastEtag(ctx context.Context, collection string) (int64,
 // DocsRead is how many documents readers have read since the file was
 // opened (loads, pages, replication and subscription scans).
 func (db *DB) DocsRead() int64 { return db.reads.Load() }
+
+// Tombstone is one deleted document's marker, as ScanTombstones reads it.
+type Tombstone struct {
+	Etag       int64
+	ID         string
+	Collection string
+}
+
+// ScanTombstones visits up to limit tombstones of a collection with an etag
+// above after, in etag order, on the (collection, etag) index: what an
+// index reads to follow deletes. An unknown collection visits nothing.
+func (db *DB) ScanTombstones(ctx context.Context, collection string, after int64, limit int, fn func(t *Tombstone) error) error {
+	name, ok := db.CanonicalCollection(collection)
+	if !ok {
+		return nil
+	}
+	rows, err := db.reader.QueryContext(ctx, `SELECT etag, id, collection FROM tombstones WHERE collection = ? AND etag > ? ORDER BY etag LIMIT ?`, name, after, limit)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var t Tombstone
+	for rows.Next() {
+		if err := rows.Scan(&t.Etag, &t.ID, &t.Collection); err != nil {
+			return err
+		}
+		if err := fn(&t); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// CollectionEtags are the etags of a collection's newest document and newest
+// tombstone (0 when it has none), read from one snapshot on the (collection,
+// etag) indexes.
+func (db *DB) CollectionEtags(ctx context.Context, collection string) (lastDoc, lastTombstone int64, err error) {
+	name, ok := db.CanonicalCollection(collection)
+	if !ok {
+		return 0, 0, nil
+	}
+	var d, t sql.NullInt64
+	err = db.reader.QueryRowContext(ctx, `SELECT (SELECT max(etag) FROM docs WHERE collection = ?1), (SELECT max(etag) FROM tombstones WHERE collection = ?1)`, name).Scan(&d, &t)
+	return d.Int64, t.Int64, err
+}
+
+// CollectionPending tells whether a collection has a document with an etag
+// in (docsAfter, upTo] and a tombstone with an etag in (tombstonesAfter,
+// upTo]: what an index still has to process before it has caught up with a
+// cut-off etag.
+func (db *DB) CollectionPending(ctx context.Context, collection string, docsAfter, tombstonesAfter, upTo int64) (docs, tombstones bool, err error) {
+	name, ok := db.CanonicalCollection(collection)
+	if !ok {
+		return false, false, nil
+	}
+	var d, t int
+	err = db.reader.QueryRowContext(ctx, `SELECT EXISTS(SELECT 1 FROM docs WHERE collection = ?1 AND etag > ?2 AND etag <= ?4), EXISTS(SELECT 1 FROM tombstones WHERE collection = ?1 AND etag > ?3 AND etag <= ?4)`, name, docsAfter, tombstonesAfter, upTo).Scan(&d, &t)
+	return d != 0, t != 0, err
+}

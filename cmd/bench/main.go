@@ -66,6 +66,8 @@ type config struct {
 	handshakes  int             // tls: requests per new-connection measurement (0 skips it)
 	tlsDocs     int             // tls: documents per bulk-insert round (0 skips the bulk comparison)
 	tlsRounds   int             // tls: interleaved bulk-insert rounds
+	indexDocs   int             // indexes: documents in the indexed collection (0 skips)
+	refDocs     int             // indexes: documents referencing one document (LoadDocument)
 	only        map[string]bool // sections to run; all when empty
 	dir         string
 }
@@ -89,6 +91,8 @@ func main() {
 	flag.IntVar(&c.tlsDocs, "tls-docs", 20_000, "tls section: documents per bulk-insert round and side (0 skips the bulk comparison)")
 	flag.IntVar(&c.tlsRounds, "tls-rounds", 10, "tls section: interleaved bulk-insert rounds (plain and TLS each, order alternating)")
 	flag.IntVar(&c.handshakes, "handshakes", 2000, "tls section: requests on new connections per kind (plain, full handshake, resumed) (0 skips them)")
+	flag.IntVar(&c.indexDocs, "index-docs", 1_000_000, "indexes: documents in the indexed collection (0 skips the section)")
+	flag.IntVar(&c.refDocs, "ref-docs", 10_000, "indexes: documents referencing one document for the LoadDocument measurement")
 	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	only := flag.String("only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
@@ -121,6 +125,7 @@ func main() {
 			"handshakes":        func() { c.handshakes = 300 },
 			"tls-docs":          func() { c.tlsDocs = 2000 },
 			"tls-rounds":        func() { c.tlsRounds = 2 },
+			"index-docs":        func() { c.indexDocs = 20_000 },
 		}
 		for name, apply := range quickDefaults {
 			if !set[name] {
@@ -157,7 +162,7 @@ func main() {
 }
 
 // sections are the report's parts, for -only.
-var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe"}
+var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes"}
 
 // runs tells whether a section is part of this run.
 func (c config) runs(section string) bool { return len(c.only) == 0 || c.only[section] }
@@ -253,6 +258,12 @@ func run(c config, out io.Writer) error {
 			if err := probe(out, filepath.Join(c.dir, fmt.Sprintf("probe-%d.db", n)), n); err != nil {
 				return err
 			}
+		}
+	}
+
+	if c.runs("indexes") && c.indexDocs > 0 {
+		if err := indexesBench(out, c.dir, c.indexDocs, c.refDocs); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -85,3 +85,20 @@ func TestBenchTLSSmoke(t *testing.T) {
 	}
 	t.Log("\n" + s)
 }
+
+// The indexes section runs end to end at small sizes, and the LoadDocument
+// fan-out re-maps exactly the referencing documents (a count, safe to assert).
+func TestBenchIndexesSmoke(t *testing.T) {
+	var out bytes.Buffer
+	c := config{indexDocs: 3000, refDocs: 500, only: map[string]bool{"indexes": true}, dir: t.TempDir()}
+	if err := run(c, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	s := out.String()
+	for _, want := range []string{"indexing, raw SQLite", "query equality", "query range", "query full-text", "re-mapped 500 documents", "first query on a new auto index"} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("report lacks %q:\n%s", want, s)
+		}
+	}
+	t.Log("\n" + s)
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/rookerydb/rookery/backend/auth"
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/indexes"
 )
 
 // topology serves GET /topology?name=db: every member of the database with
@@ -169,6 +170,9 @@ func (a *API) createDatabase(c echo.Context) error {
 		IdentityPartsSeparator string
 		// ReplicationFactor: how many nodes hold it; all nodes when 0.
 		ReplicationFactor int
+		// Settings are RavenDB's per-database configuration; the
+		// "Indexing.*" keys of the auto-index cleanup are kept.
+		Settings map[string]string
 	}
 	raw, err := readBody(c, 1<<20, "Invalid database record")
 	if err != nil {
@@ -198,8 +202,18 @@ func (a *API) createDatabase(c echo.Context) error {
 	if rf > 0 && rf < len(a.Cluster.Nodes()) {
 		d.ReplicationFactor = rf
 	}
+	ix := indexingSettings(rec.Settings)
+	if _, err := indexes.ParseConfig(ix); err != nil {
+		return err
+	}
 	if err := a.Catalog.CreateInCluster(c.Request().Context(), a.Cluster, d, a.NodeTag); err != nil {
 		return err
+	}
+	if len(ix) > 0 {
+		b, _ := json.Marshal(ix)
+		if _, err := a.Cluster.SetSetting(c.Request().Context(), name, indexes.SettingsKey, b); err != nil {
+			return err
+		}
 	}
 	created, _ := a.Cluster.Database(name)
 	urls := a.nodeURLs()
@@ -254,4 +268,16 @@ func (a *API) databaseRecord(c echo.Context) error {
 		return c.NoContent(http.StatusNotFound)
 	}
 	return writeJSON(c, http.StatusOK, a.record(rec))
+}
+
+// indexingSettings keeps the "Indexing.*" keys of a database record's
+// settings.
+func indexingSettings(all map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range all {
+		if strings.HasPrefix(k, "Indexing.") {
+			out[k] = v
+		}
+	}
+	return out
 }

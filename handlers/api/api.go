@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"hash/fnv"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,6 +28,9 @@ import (
 	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/ids"
+	"github.com/rookerydb/rookery/backend/indexes"
+	"github.com/rookerydb/rookery/backend/operations"
+	"github.com/rookerydb/rookery/backend/query"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/backend/subscriptions"
 	"github.com/rookerydb/rookery/handlers/httpx"
@@ -66,6 +70,14 @@ type API struct {
 	// one that replication fills, and says what it did; nil leaves
 	// POST /admin/databases/reseed unavailable.
 	Reseed func(ctx context.Context, name string) (string, error)
+	// Indexes manages the node's indexes (definitions through the cluster);
+	// Queries runs RQL; Operations holds the long jobs clients poll.
+	Indexes    *indexes.Service
+	Queries    *query.Runner
+	Operations *operations.Registry
+	// Log receives what a request cannot report any more (a stream cut
+	// after its status was sent); optional.
+	Log *slog.Logger
 	// MaxDocumentSize is the largest document (its JSON, in bytes) a client
 	// may store; no limit when zero.
 	MaxDocumentSize int64
@@ -119,6 +131,9 @@ func (a *API) Register(e *echo.Echo) {
 	g.GET("/healthcheck", a.healthcheck)
 	a.registerConflicts(e, g)
 	a.registerSubscriptions(g)
+	a.registerQueries(g)
+	a.registerIndexes(e, g)
+	a.registerOperations(e, g)
 	e.GET("/info/remote-task/tcp", a.remoteTaskTCP)
 	a.registerCertificates(e)
 	g.GET("/info/tcp", a.legacyTCPInfo)

@@ -495,6 +495,11 @@ func (a *API) bulkDocs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// session.advanced.waitForIndexesAfterSaveChanges: the reply waits
+	// until the indexes have processed this batch.
+	if err := a.waitForIndexes(c, db, db.LastEtag()); err != nil {
+		return err
+	}
 	buf := make([]byte, 0, 64+len(res)*192)
 	buf = append(buf, `{"Results":[`...)
 	for i, r := range res {

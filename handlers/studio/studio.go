@@ -26,6 +26,9 @@ import (
 	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/ids"
+	"github.com/rookerydb/rookery/backend/index"
+	"github.com/rookerydb/rookery/backend/indexes"
+	"github.com/rookerydb/rookery/backend/query"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/backend/subscriptions"
 	"github.com/rookerydb/rookery/handlers/httpx"
@@ -77,6 +80,22 @@ type Studio struct {
 	// UnsecuredAccess is --unsecured-access-allowed on an unsecured node
 	// ("Local", ...), for the layout's warning; "" when secured.
 	UnsecuredAccess string
+	// Indexes are this node's open indexes (their figures, reset); nil
+	// leaves the Indexes pages without figures.
+	Indexes *index.Manager
+	// Queries runs the Query page's queries on this node, as POST /queries
+	// does; nil leaves the page unable to run them.
+	Queries *query.Runner
+	// IndexUsage, when set, is this node's record of when each index and
+	// collection of a database was last queried (what this node reports
+	// to the leader's cleanup); nil uses this node's open indexes.
+	IndexUsage func(db string) indexes.Report
+	// IndexConfig, when set, is a database's cleanup configuration; nil
+	// reads the Indexing.* settings of its record (defaults when absent).
+	IndexConfig func(db string) indexes.Config
+	// OnQuery, when set, is told of every query the Query page ran (the
+	// cleanup's record of usage, as for a client's query).
+	OnQuery func(db string, res *query.Result)
 
 	certCheck certCheck
 
@@ -134,6 +153,8 @@ func (s *Studio) Register(e *echo.Echo) {
 	s.registerConflicts(db)
 	s.registerReplication(db)
 	s.registerSubscriptions(db)
+	s.registerQuery(db)
+	s.registerIndexes(db)
 }
 
 // LiveFragments renders the live regions of a page; the notification area is

@@ -33,6 +33,9 @@ type Options struct {
 	// (as `studio setup` does) and the node's URL is https. Node.Certs
 	// tells where they are; admin.pem is a well-known ClusterAdmin.
 	Secured bool
+	// IndexCleanupInterval is how often the auto-index cleanup runs
+	// (web's default when zero).
+	IndexCleanupInterval time.Duration
 }
 
 // Start starts a node and stops it when the test ends.
@@ -62,7 +65,8 @@ func Start(t testing.TB, opts ...Options) *Node {
 		ElectionTimeout: 100 * time.Millisecond,
 		// httptest's requests name example.com; tests drive the handler
 		// with them as well as over the network.
-		AllowedHosts: []string{"example.com"},
+		AllowedHosts:         []string{"example.com"},
+		IndexCleanupInterval: o.IndexCleanupInterval,
 	}
 	var certs *pki.SetupResult
 	if o.Secured {

@@ -1,0 +1,810 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/storage"
+)
+
+// errBudget stops a scan when the batch is full.
+var errBudget = errors.New("batch budget spent")
+
+func (ix *Index) run(stop <-chan struct{}, done chan struct{}) {
+	defer close(done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ix.wake:
+		}
+		for !ix.paused() {
+			more, err := ix.runBatch(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				ix.log.Error("indexing batch failed", "err", err)
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Second):
+				}
+				continue
+			}
+			if !more {
+				break
+			}
+		}
+	}
+}
+
+// batch is one index transaction.
+type batch struct {
+	ix       *Index
+	ctx      context.Context
+	tx       *sql.Tx
+	start    int64 // the database's last etag when the batch began
+	units    int
+	deadline time.Time
+	full     bool
+	changed  bool
+
+	fields   map[string]*field
+	byCol    []*field
+	added    []*field
+	multiOn  []*field
+	etags    map[string]collEtags
+	refs     map[refKey]refState
+	multi    bool
+	entries  int64
+	errs     []IndexingError
+	dirty    map[string]bool // map-reduce groups to recompute
+	remapped map[string]bool
+
+	ins     *sql.Stmt
+	insCols int
+	stmts   map[string]*sql.Stmt
+
+	cur      string // source key of the document being mapped
+	curDoc   string
+	refsUsed bool
+}
+
+func (b *batch) stmt(q string) (*sql.Stmt, error) {
+	if s, ok := b.stmts[q]; ok {
+		return s, nil
+	}
+	s, err := b.tx.PrepareContext(b.ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	b.stmts[q] = s
+	return s, nil
+}
+
+func (b *batch) exec(q string, args ...any) (sql.Result, error) {
+	s, err := b.stmt(q)
+	if err != nil {
+		return nil, err
+	}
+	return s.ExecContext(b.ctx, args...)
+}
+
+func (b *batch) spend() error {
+	b.units++
+	b.changed = true
+	if b.units >= b.ix.opts.BatchSize || (b.units%64 == 0 && time.Now().After(b.deadline)) {
+		b.full = true
+		return errBudget
+	}
+	return nil
+}
+
+func (ix *Index) runBatch(ctx context.Context) (more bool, err error) {
+	ix.connMu.RLock()
+	defer ix.connMu.RUnlock()
+	tx, err := ix.w.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	b := &batch{ix: ix, ctx: ctx, tx: tx, start: ix.db.LastEtag(), deadline: time.Now().Add(ix.opts.BatchTime),
+		stmts: map[string]*sql.Stmt{}, dirty: map[string]bool{}, remapped: map[string]bool{}, fields: map[string]*field{}}
+	ix.mu.RLock()
+	for k, v := range ix.fields {
+		c := *v
+		b.fields[k] = &c
+	}
+	for _, f := range ix.byCol {
+		b.byCol = append(b.byCol, b.fields[fieldKey(f.name)])
+	}
+	b.etags = make(map[string]collEtags, len(ix.etags))
+	for k, v := range ix.etags {
+		b.etags[k] = v
+	}
+	b.refs = make(map[refKey]refState, len(ix.refs))
+	for k, v := range ix.refs {
+		b.refs[k] = v
+	}
+	b.multi = ix.multiEntries
+	b.refsUsed = len(ix.refs) > 0
+	ix.mu.RUnlock()
+	defer func() {
+		for _, s := range b.stmts {
+			s.Close()
+		}
+		if b.ins != nil {
+			b.ins.Close()
+		}
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if js, ok := ix.mapper.(*jsMapper); ok {
+		js.js.load = b.load
+		defer func() { js.js.load = nil }()
+	}
+	for _, k := range sortedKeys(b.etags) {
+		if err := b.mapPass(k); err != nil {
+			return false, err
+		}
+		if b.full {
+			break
+		}
+	}
+	if !b.full {
+		if err := b.refPass(); err != nil {
+			return false, err
+		}
+	}
+	if err := b.reduceDirty(); err != nil {
+		return false, err
+	}
+	if !b.changed {
+		return false, tx.Rollback()
+	}
+	if err := b.persist(); err != nil {
+		return false, err
+	}
+	for _, s := range b.stmts {
+		s.Close()
+	}
+	b.stmts = map[string]*sql.Stmt{}
+	if b.ins != nil {
+		b.ins.Close()
+		b.ins = nil
+	}
+	if err := tx.Commit(); err != nil {
+		return false, err
+	}
+	ix.publish(b)
+	return b.full, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// mapPass indexes one source's documents and tombstones after its etags.
+func (b *batch) mapPass(key string) error {
+	e := b.etags[key]
+	ix := b.ix
+	limit := ix.opts.BatchSize - b.units
+	if limit <= 0 {
+		b.full = true
+		return nil
+	}
+	b.cur = key
+	if e.name == AllDocs {
+		err := ix.db.ScanChangesAfter(b.ctx, e.docs, limit, 0, func(it *storage.Item) error {
+			if !it.Conflict {
+				if it.Type == "Delete" {
+					if err := b.removeDoc(storage.LowerID(it.ID)); err != nil {
+						return err
+					}
+				} else if err := b.indexDoc(&docIn{key: storage.LowerID(it.ID), id: it.ID, coll: it.Collection, etag: it.Etag,
+					cv: it.ChangeVector, lm: document.FormatTime(it.LastModified), body: it.Body}, false); err != nil {
+					return err
+				}
+			}
+			e.docs, e.tombs = it.Etag, it.Etag
+			b.etags[key] = e
+			return b.spend()
+		})
+		if err != nil && err != errBudget {
+			return err
+		}
+		return nil
+	}
+	err := ix.db.ScanCollection(b.ctx, e.name, e.docs, limit, func(d *storage.Document) error {
+		if err := b.indexDoc(&docIn{key: storage.LowerID(d.ID), id: d.ID, coll: d.Collection, etag: d.Etag,
+			cv: d.ChangeVector, lm: document.FormatTime(d.LastModified), body: d.Body}, false); err != nil {
+			return err
+		}
+		e.docs = d.Etag
+		b.etags[key] = e
+		return b.spend()
+	})
+	if err != nil && err != errBudget {
+		return err
+	}
+	if b.full {
+		return nil
+	}
+	err = ix.db.ScanTombstones(b.ctx, e.name, e.tombs, ix.opts.BatchSize-b.units, func(t *storage.Tombstone) error {
+		if err := b.removeDoc(storage.LowerID(t.ID)); err != nil {
+			return err
+		}
+		e.tombs = t.Etag
+		b.etags[key] = e
+		return b.spend()
+	})
+	if err != nil && err != errBudget {
+		return err
+	}
+	return nil
+}
+
+// removeDoc deletes what a document put in the index.
+func (b *batch) removeDoc(key string) error {
+	if b.ix.mapper.reduces() {
+		rows, err := b.tx.QueryContext(b.ctx, `SELECT DISTINCT grp FROM map_out WHERE doc = ?`, key)
+		if err != nil {
+			return err
+		}
+		var groups []string
+		for rows.Next() {
+			var g string
+			if err := rows.Scan(&g); err != nil {
+				rows.Close()
+				return err
+			}
+			groups = append(groups, g)
+		}
+		rows.Close()
+		if len(groups) > 0 {
+			for _, g := range groups {
+				b.dirty[g] = true
+			}
+			if _, err := b.exec(`DELETE FROM map_out WHERE doc = ?`, key); err != nil {
+				return err
+			}
+		}
+	} else if err := b.deleteEntries(key); err != nil {
+		return err
+	}
+	if b.refsUsed {
+		if _, err := b.exec(`DELETE FROM refs WHERE src = ?`, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteEntries removes the entries of one document (or group).
+func (b *batch) deleteEntries(doc string) error {
+	s, err := b.stmt(`SELECT eid FROM entries WHERE doc = ?`)
+	if err != nil {
+		return err
+	}
+	rows, err := s.QueryContext(b.ctx, doc)
+	if err != nil {
+		return err
+	}
+	var eids []int64
+	for rows.Next() {
+		var e int64
+		if err := rows.Scan(&e); err != nil {
+			rows.Close()
+			return err
+		}
+		eids = append(eids, e)
+	}
+	rows.Close()
+	if len(eids) == 0 {
+		return nil
+	}
+	anyMulti := false
+	for _, f := range b.byCol {
+		anyMulti = anyMulti || f.multi
+	}
+	for _, eid := range eids {
+		if anyMulti {
+			if _, err := b.exec(`DELETE FROM arr WHERE eid = ?`, eid); err != nil {
+				return err
+			}
+		}
+		for _, f := range b.byCol {
+			if f.search {
+				if _, err := b.exec(fmt.Sprintf(`DELETE FROM fts%d WHERE rowid = ?`, f.col), eid); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	res, err := b.exec(`DELETE FROM entries WHERE doc = ?`, doc)
+	if err != nil {
+		return err
+	}
+	n, _ := res.RowsAffected()
+	b.entries -= n
+	return nil
+}
+
+// indexDoc (re-)maps one document.
+func (b *batch) indexDoc(d *docIn, remap bool) error {
+	ix := b.ix
+	if err := b.removeDoc(d.key); err != nil {
+		return err
+	}
+	if remap {
+		ix.refAttempts.Add(1)
+	} else {
+		ix.mapAttempts.Add(1)
+	}
+	b.curDoc = d.key
+	entries, outs, err := ix.mapper.mapDoc(d)
+	b.curDoc = ""
+	if err != nil {
+		if remap {
+			ix.refErrors.Add(1)
+		} else {
+			ix.mapErrors.Add(1)
+		}
+		b.recordError(d.id, "Map", err)
+		return nil
+	}
+	if remap {
+		ix.refSuccesses.Add(1)
+	} else {
+		ix.mapSuccesses.Add(1)
+	}
+	if ix.mapper.reduces() {
+		for _, o := range outs {
+			key, err := ix.mapper.groupKey(o)
+			if err != nil {
+				b.recordError(d.id, "Map", fmt.Errorf("groupBy: %w", err))
+				continue
+			}
+			kb, err := json.Marshal(key)
+			if err != nil {
+				b.recordError(d.id, "Map", fmt.Errorf("group key: %w", err))
+				continue
+			}
+			vb, err := json.Marshal(o)
+			if err != nil {
+				b.recordError(d.id, "Map", err)
+				continue
+			}
+			if _, err := b.exec(`INSERT INTO map_out(doc, grp, val) VALUES(?, ?, ?)`, d.key, string(kb), string(vb)); err != nil {
+				return err
+			}
+			b.dirty[string(kb)] = true
+		}
+		return nil
+	}
+	if len(entries) > 1 && !b.multi {
+		b.multi = true
+		if _, err := b.exec(sqlSetMeta, "multi_entries", "1"); err != nil {
+			return err
+		}
+	}
+	for i := range entries {
+		if err := b.insertEntry(d.key, d.id, &entries[i]); err != nil {
+			if isDocError(err) {
+				b.recordError(d.id, "Map", err)
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+type docError struct{ error }
+
+func isDocError(err error) bool {
+	var d docError
+	return errors.As(err, &d)
+}
+
+// field finds or creates a field.
+func (b *batch) field(name string) (*field, error) {
+	if f, ok := b.fields[fieldKey(name)]; ok {
+		return f, nil
+	}
+	if len(b.byCol) >= maxFields {
+		return nil, docError{fmt.Errorf("the index would have more than %d fields (field '%s')", maxFields, name)}
+	}
+	f, err := b.ix.addField(b.tx, name, b.ix.isSearch(name), len(b.byCol)+1)
+	if err != nil {
+		return nil, err
+	}
+	b.fields[fieldKey(name)] = f
+	b.byCol = append(b.byCol, f)
+	b.added = append(b.added, f)
+	if b.ins != nil {
+		b.ins.Close()
+		b.ins = nil
+	}
+	for q, s := range b.stmts {
+		s.Close()
+		delete(b.stmts, q)
+	}
+	return f, nil
+}
+
+func (b *batch) insertEntry(doc, id string, e *entry) error {
+	type placed struct {
+		f  *field
+		fv *fieldValue
+	}
+	ps := make([]placed, 0, len(e.fields))
+	for i := range e.fields {
+		f, err := b.field(e.fields[i].name)
+		if err != nil {
+			return err
+		}
+		ps = append(ps, placed{f, &e.fields[i]})
+	}
+	if b.ins == nil || b.insCols != len(b.byCol) {
+		var cols, qs strings.Builder
+		cols.WriteString("doc, id, stored")
+		qs.WriteString("?, ?, ?")
+		for _, f := range b.byCol {
+			fmt.Fprintf(&cols, ", c%d, x%d", f.col, f.col)
+			qs.WriteString(", ?, ?")
+		}
+		s, err := b.tx.PrepareContext(b.ctx, "INSERT INTO entries("+cols.String()+") VALUES("+qs.String()+")")
+		if err != nil {
+			return err
+		}
+		if b.ins != nil {
+			b.ins.Close()
+		}
+		b.ins, b.insCols = s, len(b.byCol)
+	}
+	args := make([]any, 3+2*len(b.byCol))
+	args[0] = doc
+	if id != "" {
+		args[1] = id
+	}
+	if e.stored != nil {
+		sb, err := json.Marshal(e.stored)
+		if err != nil {
+			return docError{err}
+		}
+		args[2] = string(sb)
+	}
+	for _, p := range ps {
+		if p.fv.multi || len(p.fv.vals) > 1 {
+			continue
+		}
+		if len(p.fv.vals) == 1 {
+			args[3+2*(p.f.col-1)], args[4+2*(p.f.col-1)] = encode(p.fv.vals[0])
+		}
+	}
+	res, err := b.ins.ExecContext(b.ctx, args...)
+	if err != nil {
+		return err
+	}
+	eid, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	b.entries++
+	for _, p := range ps {
+		if (p.fv.multi || len(p.fv.vals) > 1) && len(p.fv.vals) > 0 {
+			if !p.f.multi {
+				p.f.multi = true
+				b.multiOn = append(b.multiOn, p.f)
+				if _, err := b.exec(`UPDATE fields SET multi = 1 WHERE col = ?`, p.f.col); err != nil {
+					return err
+				}
+			}
+			for _, v := range p.fv.vals {
+				val, ex := encode(v)
+				if _, err := b.exec(`INSERT INTO arr(eid, col, v, x) VALUES(?, ?, ?, ?)`, eid, p.f.col, val, ex); err != nil {
+					return err
+				}
+			}
+		}
+		if p.f.search {
+			var parts []string
+			for _, v := range p.fv.vals {
+				switch x := v.(type) {
+				case string:
+					parts = append(parts, x)
+				case float64, int64, bool:
+					parts = append(parts, fmt.Sprint(x))
+				}
+			}
+			if len(parts) > 0 {
+				if _, err := b.exec(fmt.Sprintf(`INSERT INTO fts%d(rowid, v) VALUES(?, ?)`, p.f.col), eid, strings.Join(parts, "\n")); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (b *batch) recordError(docID, action string, err error) {
+	b.changed = true
+	b.errs = append(b.errs, IndexingError{Timestamp: b.ix.opts.Now().UTC(), Document: docID, Action: action, Error: err.Error()})
+}
+
+// load is the JS engine's load() while this batch maps a document.
+func (b *batch) load(id, coll string, track bool) ([]byte, string, string, string, string, bool, error) {
+	d, err := b.ix.db.Get(b.ctx, id)
+	if err != nil {
+		return nil, "", "", "", "", false, err
+	}
+	refColl := coll
+	if refColl == "" && d != nil {
+		refColl = d.Collection
+	}
+	if track && refColl != "" && b.curDoc != "" {
+		rk := refKey{src: b.cur, ref: strings.ToLower(refColl)}
+		if _, ok := b.refs[rk]; !ok {
+			// Everything up to the batch's start etag was visible to
+			// the loads that created the pair.
+			b.refs[rk] = refState{refName: b.ix.collName(rk.ref), docs: b.start, tombs: b.start}
+			b.refsUsed = true
+		}
+		if _, err := b.exec(`INSERT OR IGNORE INTO refs(ref_coll, ref_key, src_coll, src) VALUES(?, ?, ?, ?)`, rk.ref, storage.LowerID(id), b.cur, b.curDoc); err != nil {
+			return nil, "", "", "", "", false, err
+		}
+	}
+	if d == nil || (coll != "" && !strings.EqualFold(d.Collection, coll)) {
+		return nil, "", "", "", "", false, nil
+	}
+	return d.Body, d.ID, d.Collection, d.ChangeVector, document.FormatTime(d.LastModified), true, nil
+}
+
+// refPass re-maps the already indexed documents that reference documents
+// changed or deleted after the reference watermarks.
+func (b *batch) refPass() error {
+	keys := make([]refKey, 0, len(b.refs))
+	for k := range b.refs {
+		keys = append(keys, k)
+	}
+	for _, rk := range keys {
+		src, ok := b.etags[rk.src]
+		if !ok || src.docs == 0 {
+			continue // nothing indexed yet: nothing to re-map
+		}
+		st := b.refs[rk]
+		if err := b.refScan(rk, src, &st, false); err != nil {
+			return err
+		}
+		if !b.full {
+			if err := b.refScan(rk, src, &st, true); err != nil {
+				return err
+			}
+		}
+		b.refs[rk] = st
+		if b.full {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (b *batch) refScan(rk refKey, src collEtags, st *refState, tombstones bool) error {
+	ix := b.ix
+	limit := ix.opts.BatchSize - b.units
+	if limit <= 0 {
+		b.full = true
+		return nil
+	}
+	visit := func(refID string, etag int64) error {
+		rows, err := b.tx.QueryContext(b.ctx, `SELECT src FROM refs WHERE ref_coll = ? AND ref_key = ? AND src_coll = ?`, rk.ref, storage.LowerID(refID), rk.src)
+		if err != nil {
+			return err
+		}
+		var srcs []string
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				rows.Close()
+				return err
+			}
+			srcs = append(srcs, s)
+		}
+		rows.Close()
+		for _, s := range srcs {
+			if b.remapped[s] {
+				continue
+			}
+			d, err := ix.db.Get(b.ctx, s)
+			if err != nil {
+				return err
+			}
+			// Only documents already indexed: newer ones are the map
+			// pass's (and a deleted one the tombstone pass's).
+			if d == nil || d.Etag > src.docs || (src.name != AllDocs && !strings.EqualFold(d.Collection, src.name)) {
+				continue
+			}
+			b.remapped[s] = true
+			prev := b.cur
+			b.cur = rk.src
+			err = b.indexDoc(&docIn{key: s, id: d.ID, coll: d.Collection, etag: d.Etag, cv: d.ChangeVector,
+				lm: document.FormatTime(d.LastModified), body: d.Body}, true)
+			b.cur = prev
+			if err != nil {
+				return err
+			}
+			st.remapped++
+			b.units++
+		}
+		if tombstones {
+			st.tombs = etag
+		} else {
+			st.docs = etag
+		}
+		return b.spend()
+	}
+	var err error
+	if tombstones {
+		err = ix.db.ScanTombstones(b.ctx, st.refName, st.tombs, limit, func(t *storage.Tombstone) error { return visit(t.ID, t.Etag) })
+	} else {
+		err = ix.db.ScanCollection(b.ctx, st.refName, st.docs, limit, func(d *storage.Document) error { return visit(d.ID, d.Etag) })
+	}
+	if err != nil && err != errBudget {
+		return err
+	}
+	return nil
+}
+
+// reduceDirty recomputes the map-reduce groups the batch touched.
+func (b *batch) reduceDirty() error {
+	if len(b.dirty) == 0 {
+		return nil
+	}
+	ix := b.ix
+	for _, g := range sortedKeys(b.dirty) {
+		rows, err := b.tx.QueryContext(b.ctx, `SELECT val FROM map_out WHERE grp = ?`, g)
+		if err != nil {
+			return err
+		}
+		var vals []string
+		for rows.Next() {
+			var v string
+			if err := rows.Scan(&v); err != nil {
+				rows.Close()
+				return err
+			}
+			vals = append(vals, v)
+		}
+		rows.Close()
+		if err := b.deleteEntries(g); err != nil {
+			return err
+		}
+		if len(vals) == 0 {
+			continue
+		}
+		ix.reduceAttempts.Add(1)
+		var first map[string]any
+		if err := json.Unmarshal([]byte(vals[0]), &first); err != nil {
+			return err
+		}
+		key, err := ix.mapper.groupKey(first)
+		if err == nil {
+			var row map[string]any
+			row, err = ix.mapper.reduce(key, vals)
+			if err == nil {
+				e := entryFromObject(row, true, nil)
+				err = b.insertEntry(g, "", &e)
+				if err != nil && !isDocError(err) {
+					return err
+				}
+			}
+		}
+		if err != nil {
+			ix.reduceErrors.Add(1)
+			b.recordError(g, "Reduce", err)
+			continue
+		}
+		ix.reduceSuccesses.Add(1)
+	}
+	b.dirty = map[string]bool{}
+	return nil
+}
+
+// persist writes the etags and errors in the batch's transaction.
+func (b *batch) persist() error {
+	for k, e := range b.etags {
+		if _, err := b.exec(`INSERT INTO etags(collection, docs, tombstones) VALUES(?, ?, ?) ON CONFLICT(collection) DO UPDATE SET docs = excluded.docs, tombstones = excluded.tombstones`, k, e.docs, e.tombs); err != nil {
+			return err
+		}
+	}
+	for k, s := range b.refs {
+		if _, err := b.exec(`INSERT INTO ref_etags(src, ref, docs, tombstones, remapped) VALUES(?, ?, ?, ?, ?) ON CONFLICT(src, ref) DO UPDATE SET docs = excluded.docs, tombstones = excluded.tombstones, remapped = excluded.remapped`, k.src, k.ref, s.docs, s.tombs, s.remapped); err != nil {
+			return err
+		}
+	}
+	for _, e := range b.errs {
+		if _, err := b.exec(`INSERT INTO errors(at, doc, action, error) VALUES(?, ?, ?, ?)`, e.Timestamp.UnixNano(), e.Document, e.Action, e.Error); err != nil {
+			return err
+		}
+	}
+	if len(b.errs) > 0 {
+		if _, err := b.exec(`DELETE FROM errors WHERE seq <= (SELECT max(seq) FROM errors) - ?`, b.ix.opts.MaxErrors); err != nil {
+			return err
+		}
+	}
+	// The error state is decided here so it is stored with the batch.
+	ix := b.ix
+	att, bad := ix.mapAttempts.Load(), ix.mapErrors.Load()
+	if ix.opts.ErrorRate > 0 && att >= 100 && float64(bad) > ix.opts.ErrorRate*float64(att) {
+		reason := fmt.Sprintf("%d of %d map attempts failed (more than %.0f%%); the last error: %s", bad, att, ix.opts.ErrorRate*100, lastErr(b.errs))
+		if _, err := b.exec(sqlSetMeta, "error_state", reason); err != nil {
+			return err
+		}
+		ix.mu.Lock()
+		ix.state, ix.stateReason = StateError, reason
+		ix.mu.Unlock()
+	}
+	return nil
+}
+
+func lastErr(errs []IndexingError) string {
+	if len(errs) == 0 {
+		return "none recorded in the last batch"
+	}
+	return errs[len(errs)-1].Error
+}
+
+// publish makes a committed batch visible.
+func (ix *Index) publish(b *batch) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for _, f := range b.added {
+		ix.fields[fieldKey(f.name)] = f
+		ix.byCol = append(ix.byCol, f)
+	}
+	for _, f := range b.multiOn {
+		if cur, ok := ix.fields[fieldKey(f.name)]; ok {
+			cur.multi = true
+		}
+	}
+	ix.etags = b.etags
+	ix.refs = b.refs
+	for k := range b.refs {
+		ix.interest[k.ref] = true
+	}
+	ix.multiEntries = b.multi
+	ix.entries += b.entries
+	ix.errs = append(ix.errs, b.errs...)
+	if n := len(ix.errs) - ix.opts.MaxErrors; n > 0 {
+		ix.errs = append([]IndexingError(nil), ix.errs[n:]...)
+	}
+	ix.lastIndexing = ix.opts.Now().UTC()
+	close(ix.progress)
+	ix.progress = make(chan struct{})
+}

@@ -1,0 +1,236 @@
+// Package patch runs RavenDB's JavaScript patches over documents in goja:
+// the script sees the document as `this` (and as the query's alias, for
+// `from Orders as o update { o.X = 1 }`), its arguments as `args`, and the
+// helpers id(doc), getMetadata(doc), load(id) (a read-only copy of another
+// document), output()/console.log() for debug output. Each run is bounded in
+// time (goja counts no statements, so a runaway loop is interrupted by a
+// timer) and a script whose result is not a document is refused.
+package patch
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/dop251/goja"
+
+	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/jsguard"
+)
+
+// DefaultTimeLimit bounds one script run over one document.
+const DefaultTimeLimit = 500 * time.Millisecond
+
+// Error is a script that does not compile, throws, runs out of time or
+// returns what is not a document. The HTTP layer reports it as a 400
+// JavaScriptException.
+type Error struct{ Msg string }
+
+func (e *Error) Error() string { return e.Msg }
+
+// IsError tells whether err is a script's failure.
+func IsError(err error) bool {
+	_, ok := err.(*Error)
+	return ok
+}
+
+var aliasRE = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
+
+// reserved are names a query alias cannot take in the script's scope.
+var reserved = map[string]bool{"this": true, "args": true, "load": true, "id": true, "getMetadata": true, "output": true, "console": true}
+
+// Script is a compiled patch.
+type Script struct {
+	prog      *goja.Program
+	TimeLimit time.Duration
+	pool      chan *goja.Runtime
+}
+
+// Compile compiles a patch body. alias is the query's alias ("" for none):
+// inside the body it names the document, as `this` does.
+func Compile(body, alias string) (*Script, error) {
+	param := "__doc"
+	if alias != "" {
+		if !aliasRE.MatchString(alias) || reserved[alias] {
+			return nil, &Error{Msg: fmt.Sprintf("the alias %q cannot name the document in a patch", alias)}
+		}
+		param = alias
+	}
+	if err := jsguard.Check("the patch script", body, jsguard.DefaultMaxBytes, jsguard.DefaultMaxDepth); err != nil {
+		return nil, &Error{Msg: err.Error()}
+	}
+	src := "(function(" + param + ") {\n" + body + "\n})"
+	prog, err := goja.Compile("patch.js", src, false)
+	if err != nil {
+		return nil, &Error{Msg: "the patch script does not compile: " + err.Error()}
+	}
+	return &Script{prog: prog, TimeLimit: DefaultTimeLimit, pool: make(chan *goja.Runtime, 4)}, nil
+}
+
+// Env is what a run may reach beyond the document.
+type Env struct {
+	// Args are the script's arguments (the request's Values or the
+	// query's parameters).
+	Args map[string]any
+	// Load reads another document as JSON with its @metadata (nil, nil
+	// when it does not exist).
+	Load func(id string) ([]byte, error)
+	// Output receives output()/console.log() values (debug).
+	Output func(string)
+}
+
+// Run applies the script to a document (JSON with its @metadata, as
+// clients see it) and returns the patched document's JSON. changed says
+// whether the script changed anything.
+func (s *Script) Run(doc []byte, env Env) (out []byte, changed bool, err error) {
+	vm := s.get()
+	defer s.put(vm)
+	var obj any
+	if err := json.Unmarshal(doc, &obj); err != nil {
+		return nil, false, dberr.New(dberr.Internal, "the document to patch is not JSON: %v", err)
+	}
+	m, ok := obj.(map[string]any)
+	if !ok {
+		return nil, false, &Error{Msg: "the document to patch is not an object"}
+	}
+	before, _ := json.Marshal(m)
+	jsDoc := vm.ToValue(m)
+	// Work on a JS object, not the Go map's wrapper, so that the script's
+	// objects and arrays behave as plain JavaScript.
+	parsed, err := vm.RunString("(function(s){return JSON.parse(s)})")
+	if err != nil {
+		return nil, false, err
+	}
+	parse, _ := goja.AssertFunction(parsed)
+	if jsDoc, err = parse(goja.Undefined(), vm.ToValue(string(before))); err != nil {
+		return nil, false, err
+	}
+	var argsVal goja.Value = vm.NewObject()
+	if env.Args != nil {
+		b, _ := json.Marshal(env.Args)
+		if argsVal, err = parse(goja.Undefined(), vm.ToValue(string(b))); err != nil {
+			return nil, false, err
+		}
+	}
+	_ = vm.Set("args", argsVal)
+	// A patch by query's script names the query's parameters as $name.
+	if o, ok := argsVal.(*goja.Object); ok {
+		for _, k := range o.Keys() {
+			if aliasRE.MatchString(k) {
+				_ = vm.Set("$"+k, o.Get(k))
+			}
+		}
+	}
+	_ = vm.Set("id", func(v goja.Value) goja.Value {
+		o, ok := v.(*goja.Object)
+		if !ok {
+			return goja.Null()
+		}
+		if md, ok := o.Get("@metadata").(*goja.Object); ok {
+			if id := md.Get("@id"); id != nil {
+				return id
+			}
+		}
+		return goja.Null()
+	})
+	_ = vm.Set("getMetadata", func(v goja.Value) goja.Value {
+		if o, ok := v.(*goja.Object); ok {
+			return o.Get("@metadata")
+		}
+		return goja.Null()
+	})
+	_ = vm.Set("load", func(id string) goja.Value {
+		if env.Load == nil {
+			return goja.Null()
+		}
+		b, err := env.Load(id)
+		if err != nil {
+			panic(vm.NewGoError(err))
+		}
+		if b == nil {
+			return goja.Null()
+		}
+		v, err := parse(goja.Undefined(), vm.ToValue(string(b)))
+		if err != nil {
+			panic(err)
+		}
+		return v
+	})
+	out1 := func(call goja.FunctionCall) goja.Value {
+		if env.Output != nil {
+			parts := make([]string, len(call.Arguments))
+			for i, a := range call.Arguments {
+				parts[i] = a.String()
+			}
+			env.Output(strings.Join(parts, " "))
+		}
+		return goja.Undefined()
+	}
+	_ = vm.Set("output", out1)
+	console := vm.NewObject()
+	_ = console.Set("log", out1)
+	_ = vm.Set("console", console)
+
+	fnVal, err := vm.RunProgram(s.prog)
+	if err != nil {
+		return nil, false, &Error{Msg: "the patch script failed to load: " + err.Error()}
+	}
+	fn, _ := goja.AssertFunction(fnVal)
+	timer := time.AfterFunc(s.TimeLimit, func() { vm.Interrupt("time limit") })
+	_, err = fn(jsDoc, jsDoc)
+	timer.Stop()
+	vm.ClearInterrupt()
+	if err != nil {
+		if _, ok := err.(*goja.InterruptedError); ok {
+			return nil, false, &Error{Msg: fmt.Sprintf("the patch script ran longer than its %s limit", s.TimeLimit)}
+		}
+		return nil, false, &Error{Msg: "the patch script failed: " + err.Error()}
+	}
+	str, err := vm.RunString("JSON.stringify")
+	if err != nil {
+		return nil, false, err
+	}
+	stringify, _ := goja.AssertFunction(str)
+	res, err := stringify(goja.Undefined(), jsDoc)
+	if err != nil {
+		return nil, false, &Error{Msg: "the patched document cannot be written as JSON: " + err.Error()}
+	}
+	out = []byte(res.String())
+	return out, !jsonEqual(before, out), nil
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return string(xa) == string(ya)
+}
+
+func (s *Script) get() *goja.Runtime {
+	select {
+	case vm := <-s.pool:
+		return vm
+	default:
+		return goja.New()
+	}
+}
+
+func (s *Script) put(vm *goja.Runtime) {
+	select {
+	case s.pool <- vm:
+	default:
+	}
+}
+
+// RavenType is the clients' exception type for a failed script.
+func (e *Error) RavenType() string {
+	return "Raven.Client.Exceptions.Documents.Patching.JavaScriptException"
+}
+
+// Unwrap makes a failed script a 400.
+func (e *Error) Unwrap() error { return dberr.New(dberr.BadRequest, "%s", e.Msg) }

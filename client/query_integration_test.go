@@ -15,7 +15,6 @@ import (
 // Integration tests of queries and indexes against a real node
 // (internal/testserver).
 
-
 // Sale is a document of the Sales collection.
 type Sale struct {
 	ID       string

@@ -396,6 +396,19 @@ func (b *batch) removeDoc(key string) error {
 
 // deleteEntries removes the entries of one document (or group).
 func (b *batch) deleteEntries(doc string) error {
+	side := false // rows in arr or fts<n> to delete too
+	for _, f := range b.byCol {
+		side = side || f.multi || f.search
+	}
+	if !side {
+		res, err := b.exec(`DELETE FROM entries WHERE doc = ?`, doc)
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		b.entries -= n
+		return nil
+	}
 	s, err := b.stmt(`SELECT eid FROM entries WHERE doc = ?`)
 	if err != nil {
 		return err

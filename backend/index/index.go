@@ -132,6 +132,9 @@ func (o *Options) defaults() {
 	if o.MapTimeout <= 0 {
 		o.MapTimeout = 5 * time.Second
 	}
+	if o.WritePause == 0 {
+		o.WritePause = time.Millisecond
+	}
 	if o.MaxErrors <= 0 {
 		o.MaxErrors = 500
 	}

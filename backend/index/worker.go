@@ -24,7 +24,7 @@ var errBudget = errors.New("batch budget spent")
 // the index never keeps one open while it maps, because an open read
 // snapshot stops the database's checkpoints from resetting its WAL, which
 // then grows with every commit and makes each of them slower.
-const readChunk = 256
+const readChunk = 64
 
 // maxLoads bounds the load() results one batch keeps (see batch.loads).
 const maxLoads = 4096
@@ -106,6 +106,9 @@ type batch struct {
 	// document R changed at etag E always loads R at E or later.
 	loads map[string]*loaded
 
+	paceAt     time.Time
+	paceWrites int64
+
 	ins     *sql.Stmt
 	insCols int
 	stmts   map[string]*sql.Stmt
@@ -136,22 +139,46 @@ func (b *batch) exec(q string, args ...any) (sql.Result, error) {
 }
 
 // spend counts one work item. It stops the batch when the writer is told
-// to stop (the error) or the batch's budget is spent (errBudget), and it
-// yields the processor: on 2 cores an indexing goroutine that never blocks
-// otherwise holds its processor for a whole 10 ms time slice while the
-// database's writer, woken from its fsync, waits to run.
+// to stop (the error) or the batch's budget is spent (errBudget), and paces
+// the work (see pace).
 func (b *batch) spend() error {
 	b.units++
 	b.changed = true
 	if err := b.stop.Err(); err != nil {
 		return err
 	}
-	runtime.Gosched()
+	b.pace()
 	if b.budgetSpent() {
 		b.full = true
 		return errBudget
 	}
 	return nil
+}
+
+// pace yields the processor after every document and, while the database
+// is taking writes, rests Options.WritePause after each millisecond of work,
+// so its writer (and its callers) find a free core: on 2 cores an indexing
+// goroutine that never blocks otherwise holds its processor for whole 10 ms
+// time slices while the writer, woken from its fsync, waits to run.
+func (b *batch) pace() {
+	runtime.Gosched()
+	rest := b.ix.opts.WritePause
+	if rest <= 0 || b.units%8 != 0 {
+		return
+	}
+	now := time.Now()
+	if b.paceAt.IsZero() {
+		b.paceAt, b.paceWrites = now, b.ix.db.Writes()
+		return
+	}
+	if now.Sub(b.paceAt) < time.Millisecond {
+		return
+	}
+	if w := b.ix.db.Writes(); w != b.paceWrites {
+		time.Sleep(rest)
+		b.paceWrites = w
+	}
+	b.paceAt = time.Now()
 }
 
 func (b *batch) budgetSpent() bool {
@@ -870,7 +897,7 @@ func (b *batch) remapReferrers(rk refKey, src collEtags, st *refState, c refChan
 			if err := b.stop.Err(); err != nil {
 				return false, err
 			}
-			runtime.Gosched()
+			b.pace()
 			if b.budgetSpent() {
 				b.full = true
 				st.pend = refPending{tombstones: tombstones, key: c.key, etag: c.etag, src: s}

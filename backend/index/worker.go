@@ -31,6 +31,7 @@ const maxLoads = 4096
 
 func (ix *Index) run(stop <-chan struct{}, done chan struct{}) {
 	defer close(done)
+	lowPriorityThread()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

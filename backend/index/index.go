@@ -44,6 +44,16 @@ type refState struct {
 	refName     string
 	docs, tombs int64
 	remapped    int64
+	pend        refPending
+}
+
+// refPending is where the reference pass stopped inside one referenced
+// document's referencing documents (zero: nowhere).
+type refPending struct {
+	tombstones bool
+	key        string // the referenced document (lower-cased id)
+	etag       int64  // its etag (or its tombstone's) when the pass started on it
+	src        string // the last source re-mapped (sources go in key order)
 }
 
 // Index is one open index (see api.go).
@@ -121,6 +131,9 @@ func (o *Options) defaults() {
 	}
 	if o.MapTimeout <= 0 {
 		o.MapTimeout = 5 * time.Second
+	}
+	if o.WritePause == 0 {
+		o.WritePause = time.Millisecond
 	}
 	if o.MaxErrors <= 0 {
 		o.MaxErrors = 500
@@ -341,14 +354,14 @@ func (ix *Index) load() error {
 	}
 	rows.Close()
 	ix.refs = map[refKey]refState{}
-	rows, err = ix.w.Query(`SELECT src, ref, docs, tombstones, remapped FROM ref_etags`)
+	rows, err = ix.w.Query(`SELECT src, ref, docs, tombstones, remapped, pend_tombstones, pend_key, pend_etag, pend_src FROM ref_etags`)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
 		var k refKey
 		var s refState
-		if err := rows.Scan(&k.src, &k.ref, &s.docs, &s.tombs, &s.remapped); err != nil {
+		if err := rows.Scan(&k.src, &k.ref, &s.docs, &s.tombs, &s.remapped, &s.pend.tombstones, &s.pend.key, &s.pend.etag, &s.pend.src); err != nil {
 			rows.Close()
 			return err
 		}
@@ -651,7 +664,7 @@ func (ix *Index) ResultEtag() int64 {
 	})
 	for _, k := range rk {
 		s := ix.refs[k]
-		fmt.Fprintf(h, "|%s>%s:%d:%d", k.src, k.ref, s.docs, s.tombs)
+		fmt.Fprintf(h, "|%s>%s:%d:%d:%d", k.src, k.ref, s.docs, s.tombs, s.remapped)
 	}
 	fmt.Fprintf(h, "|%d", ix.entries)
 	return int64(h.Sum64())

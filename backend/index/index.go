@@ -292,11 +292,12 @@ func (ix *Index) load() error {
 	}
 	now := ix.opts.Now().UTC()
 	if meta["format"] == "" {
-		created := ix.def.Created
+		def := ix.Definition() // State and the like change under ix.mu
+		created := def.Created
 		if created.IsZero() {
 			created = now
 		}
-		defJSON, _ := json.Marshal(ix.def)
+		defJSON, _ := json.Marshal(def)
 		for k, v := range map[string]string{"format": formatVersion, "def_hash": ix.hash, "database_id": ix.db.DatabaseID(),
 			"created": created.UTC().Format(time.RFC3339Nano), "definition": string(defJSON)} {
 			if _, err := ix.w.Exec(sqlSetMeta, k, v); err != nil {
@@ -513,7 +514,11 @@ func (ix *Index) notify(ch []storage.Change) {
 func (ix *Index) Name() string { return ix.def.Name }
 
 // Definition is the index's definition.
-func (ix *Index) Definition() Definition { return ix.def }
+func (ix *Index) Definition() Definition {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.def
+}
 
 // Path is the index's file.
 func (ix *Index) Path() string { return ix.path }

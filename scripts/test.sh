@@ -80,6 +80,7 @@ fuzz FuzzWorkerReader ./web
 fuzz FuzzReadIDs ./handlers/api
 fuzz FuzzMapper ./backend/index
 fuzz FuzzCheck ./backend/jsguard
+fuzz FuzzJSONValue ./backend/index
 
 step "npm client compatibility suite (ravendb 7.2.2)"
 bash compat/run.sh

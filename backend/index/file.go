@@ -11,7 +11,7 @@ import (
 
 // formatVersion changes when the file layout changes: an older file is
 // rebuilt.
-const formatVersion = "1"
+const formatVersion = "2"
 
 // FilePath is where an index's file lives: <dir of dbPath>/indexes/<FileName>.
 func FilePath(dbPath, indexName string) string {
@@ -58,13 +58,18 @@ CREATE TABLE IF NOT EXISTS etags (
 ) WITHOUT ROWID;
 
 -- Per (source collection, referenced collection): the reference pass's
--- watermarks and how many source documents it re-mapped.
+-- watermarks, how many source documents it re-mapped, and where it stopped
+-- inside one referenced document's sources (pend_*; pend_etag 0: nowhere).
 CREATE TABLE IF NOT EXISTS ref_etags (
 	src        TEXT NOT NULL,
 	ref        TEXT NOT NULL,
 	docs       INTEGER NOT NULL DEFAULT 0,
 	tombstones INTEGER NOT NULL DEFAULT 0,
 	remapped   INTEGER NOT NULL DEFAULT 0,
+	pend_tombstones INTEGER NOT NULL DEFAULT 0,
+	pend_key   TEXT NOT NULL DEFAULT '',
+	pend_etag  INTEGER NOT NULL DEFAULT 0,
+	pend_src   TEXT NOT NULL DEFAULT '',
 	PRIMARY KEY (src, ref)
 ) WITHOUT ROWID;
 

@@ -44,6 +44,16 @@ type refState struct {
 	refName     string
 	docs, tombs int64
 	remapped    int64
+	pend        refPending
+}
+
+// refPending is where the reference pass stopped inside one referenced
+// document's referencing documents (zero: nowhere).
+type refPending struct {
+	tombstones bool
+	key        string // the referenced document (lower-cased id)
+	etag       int64  // its etag (or its tombstone's) when the pass started on it
+	src        string // the last source re-mapped (sources go in key order)
 }
 
 // Index is one open index (see api.go).
@@ -121,6 +131,9 @@ func (o *Options) defaults() {
 	}
 	if o.MapTimeout <= 0 {
 		o.MapTimeout = 5 * time.Second
+	}
+	if o.WritePause == 0 {
+		o.WritePause = time.Millisecond
 	}
 	if o.MaxErrors <= 0 {
 		o.MaxErrors = 500
@@ -279,11 +292,12 @@ func (ix *Index) load() error {
 	}
 	now := ix.opts.Now().UTC()
 	if meta["format"] == "" {
-		created := ix.def.Created
+		def := ix.Definition() // State and the like change under ix.mu
+		created := def.Created
 		if created.IsZero() {
 			created = now
 		}
-		defJSON, _ := json.Marshal(ix.def)
+		defJSON, _ := json.Marshal(def)
 		for k, v := range map[string]string{"format": formatVersion, "def_hash": ix.hash, "database_id": ix.db.DatabaseID(),
 			"created": created.UTC().Format(time.RFC3339Nano), "definition": string(defJSON)} {
 			if _, err := ix.w.Exec(sqlSetMeta, k, v); err != nil {
@@ -341,14 +355,14 @@ func (ix *Index) load() error {
 	}
 	rows.Close()
 	ix.refs = map[refKey]refState{}
-	rows, err = ix.w.Query(`SELECT src, ref, docs, tombstones, remapped FROM ref_etags`)
+	rows, err = ix.w.Query(`SELECT src, ref, docs, tombstones, remapped, pend_tombstones, pend_key, pend_etag, pend_src FROM ref_etags`)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
 		var k refKey
 		var s refState
-		if err := rows.Scan(&k.src, &k.ref, &s.docs, &s.tombs, &s.remapped); err != nil {
+		if err := rows.Scan(&k.src, &k.ref, &s.docs, &s.tombs, &s.remapped, &s.pend.tombstones, &s.pend.key, &s.pend.etag, &s.pend.src); err != nil {
 			rows.Close()
 			return err
 		}
@@ -500,7 +514,11 @@ func (ix *Index) notify(ch []storage.Change) {
 func (ix *Index) Name() string { return ix.def.Name }
 
 // Definition is the index's definition.
-func (ix *Index) Definition() Definition { return ix.def }
+func (ix *Index) Definition() Definition {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.def
+}
 
 // Path is the index's file.
 func (ix *Index) Path() string { return ix.path }
@@ -651,7 +669,7 @@ func (ix *Index) ResultEtag() int64 {
 	})
 	for _, k := range rk {
 		s := ix.refs[k]
-		fmt.Fprintf(h, "|%s>%s:%d:%d", k.src, k.ref, s.docs, s.tombs)
+		fmt.Fprintf(h, "|%s>%s:%d:%d:%d", k.src, k.ref, s.docs, s.tombs, s.remapped)
 	}
 	fmt.Fprintf(h, "|%d", ix.entries)
 	return int64(h.Sum64())

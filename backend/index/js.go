@@ -222,9 +222,11 @@ func (e *jsEngine) call(fn func() (goja.Value, error)) (v goja.Value, err error)
 
 // docValue makes a JS object of a stored document with its metadata.
 func (e *jsEngine) docValue(body []byte, id, coll, cv, lm string) goja.Value {
-	v, err := e.parse(goja.Undefined(), e.vm.ToValue(string(body)))
+	v, err := jsonValue(e.vm, body)
 	if err != nil {
-		panic(err)
+		if v, err = e.parse(goja.Undefined(), e.vm.ToValue(string(body))); err != nil {
+			panic(err)
+		}
 	}
 	o, ok := v.(*goja.Object)
 	if !ok {

@@ -1,11 +1,14 @@
 package index
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
+	"sort"
 	"strings"
 	"time"
 
@@ -16,8 +19,19 @@ import (
 // errBudget stops a scan when the batch is full.
 var errBudget = errors.New("batch budget spent")
 
+// readChunk bounds what one read of the database returns (documents,
+// tombstones, referencing documents). Each read is its own short snapshot:
+// the index never keeps one open while it maps, because an open read
+// snapshot stops the database's checkpoints from resetting its WAL, which
+// then grows with every commit and makes each of them slower.
+const readChunk = 64
+
+// maxLoads bounds the load() results one batch keeps (see batch.loads).
+const maxLoads = 4096
+
 func (ix *Index) run(stop <-chan struct{}, done chan struct{}) {
 	defer close(done)
+	lowPriorityThread()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -56,8 +70,14 @@ func (ix *Index) run(stop <-chan struct{}, done chan struct{}) {
 
 // batch is one index transaction.
 type batch struct {
-	ix       *Index
+	ix *Index
+	// ctx is for SQL calls: it is never cancelled, because a cancellable
+	// context makes database/sql and the driver start a goroutine per
+	// statement (tens of thousands a second while re-mapping, which starved
+	// the database's writer of the scheduler); stop is the writer's own
+	// context, checked between documents.
 	ctx      context.Context
+	stop     context.Context
 	tx       *sql.Tx
 	start    int64 // the database's last etag when the batch began
 	units    int
@@ -65,17 +85,30 @@ type batch struct {
 	full     bool
 	changed  bool
 
-	fields   map[string]*field
-	byCol    []*field
-	added    []*field
-	multiOn  []*field
-	etags    map[string]collEtags
-	refs     map[refKey]refState
-	multi    bool
-	entries  int64
-	errs     []IndexingError
-	dirty    map[string]bool // map-reduce groups to recompute
-	remapped map[string]bool
+	fields  map[string]*field
+	byCol   []*field
+	added   []*field
+	multiOn []*field
+	etags   map[string]collEtags
+	refs    map[refKey]refState
+	multi   bool
+	entries int64
+	errs    []IndexingError
+	dirty   map[string]bool // map-reduce groups to recompute
+	// remapped: the reference scan sequence (seq) current when a source
+	// document was last re-mapped in this batch; a referenced document read
+	// by scan s need not re-map a source re-mapped at a sequence >= s (it
+	// already loaded that version or a newer one).
+	remapped map[string]int64
+	seq      int64
+	// loads caches load() results by lower-cased id (nil entries: missing).
+	// It is emptied at the start of the batch and before each read of
+	// referenced documents, so a source re-mapped because referenced
+	// document R changed at etag E always loads R at E or later.
+	loads map[string]*loaded
+
+	paceAt     time.Time
+	paceWrites int64
 
 	ins     *sql.Stmt
 	insCols int
@@ -106,14 +139,51 @@ func (b *batch) exec(q string, args ...any) (sql.Result, error) {
 	return s.ExecContext(b.ctx, args...)
 }
 
+// spend counts one work item. It stops the batch when the writer is told
+// to stop (the error) or the batch's budget is spent (errBudget), and paces
+// the work (see pace).
 func (b *batch) spend() error {
 	b.units++
 	b.changed = true
-	if b.units >= b.ix.opts.BatchSize || (b.units%64 == 0 && time.Now().After(b.deadline)) {
+	if err := b.stop.Err(); err != nil {
+		return err
+	}
+	b.pace()
+	if b.budgetSpent() {
 		b.full = true
 		return errBudget
 	}
 	return nil
+}
+
+// pace yields the processor after every document and, while the database
+// is taking writes, rests Options.WritePause after each millisecond of work,
+// so its writer (and its callers) find a free core: on 2 cores an indexing
+// goroutine that never blocks otherwise holds its processor for whole 10 ms
+// time slices while the writer, woken from its fsync, waits to run.
+func (b *batch) pace() {
+	runtime.Gosched()
+	rest := b.ix.opts.WritePause
+	if rest <= 0 || b.units%8 != 0 {
+		return
+	}
+	now := time.Now()
+	if b.paceAt.IsZero() {
+		b.paceAt, b.paceWrites = now, b.ix.db.Writes()
+		return
+	}
+	if now.Sub(b.paceAt) < time.Millisecond {
+		return
+	}
+	if w := b.ix.db.Writes(); w != b.paceWrites {
+		time.Sleep(rest)
+		b.paceWrites = w
+	}
+	b.paceAt = time.Now()
+}
+
+func (b *batch) budgetSpent() bool {
+	return b.units >= b.ix.opts.BatchSize || (b.units%16 == 0 && time.Now().After(b.deadline))
 }
 
 func (ix *Index) runBatch(ctx context.Context) (more bool, err error) {
@@ -123,8 +193,9 @@ func (ix *Index) runBatch(ctx context.Context) (more bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	b := &batch{ix: ix, ctx: ctx, tx: tx, start: ix.db.LastEtag(), deadline: time.Now().Add(ix.opts.BatchTime),
-		stmts: map[string]*sql.Stmt{}, dirty: map[string]bool{}, remapped: map[string]bool{}, fields: map[string]*field{}}
+	b := &batch{ix: ix, ctx: context.WithoutCancel(ctx), stop: ctx, tx: tx, start: ix.db.LastEtag(), deadline: time.Now().Add(ix.opts.BatchTime),
+		stmts: map[string]*sql.Stmt{}, dirty: map[string]bool{}, remapped: map[string]int64{}, fields: map[string]*field{},
+		loads: map[string]*loaded{}}
 	ix.mu.RLock()
 	for k, v := range ix.fields {
 		c := *v
@@ -209,62 +280,108 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// mapPass indexes one source's documents and tombstones after its etags.
+// mapPass indexes one source's documents and tombstones after its etags,
+// reading them readChunk at a time.
 func (b *batch) mapPass(key string) error {
 	e := b.etags[key]
 	ix := b.ix
-	limit := ix.opts.BatchSize - b.units
-	if limit <= 0 {
-		b.full = true
-		return nil
-	}
 	b.cur = key
-	if e.name == AllDocs {
-		err := ix.db.ScanChangesAfter(b.ctx, e.docs, limit, 0, func(it *storage.Item) error {
-			if !it.Conflict {
-				if it.Type == "Delete" {
-					if err := b.removeDoc(storage.LowerID(it.ID)); err != nil {
-						return err
-					}
-				} else if err := b.indexDoc(&docIn{key: storage.LowerID(it.ID), id: it.ID, coll: it.Collection, etag: it.Etag,
-					cv: it.ChangeVector, lm: document.FormatTime(it.LastModified), body: it.Body}, false); err != nil {
-					return err
+	for !b.full {
+		n := min(readChunk, ix.opts.BatchSize-b.units)
+		if n <= 0 {
+			b.full = true
+			return nil
+		}
+		var docs []docIn
+		var dels []string
+		var etags []int64
+		var err error
+		if e.name == AllDocs {
+			err = ix.db.ScanChangesAfter(b.ctx, e.docs, n, 0, func(it *storage.Item) error {
+				etags = append(etags, it.Etag)
+				switch {
+				case it.Conflict:
+					dels = append(dels, "")
+					docs = append(docs, docIn{})
+				case it.Type == "Delete":
+					dels = append(dels, storage.LowerID(it.ID))
+					docs = append(docs, docIn{})
+				default:
+					dels = append(dels, "")
+					docs = append(docs, docIn{key: storage.LowerID(it.ID), id: it.ID, coll: it.Collection, etag: it.Etag,
+						cv: it.ChangeVector, lm: document.FormatTime(it.LastModified), body: bytes.Clone(it.Body)})
 				}
+				return nil
+			})
+		} else {
+			err = ix.db.ScanCollection(b.ctx, e.name, e.docs, n, func(d *storage.Document) error {
+				etags = append(etags, d.Etag)
+				docs = append(docs, docIn{key: storage.LowerID(d.ID), id: d.ID, coll: d.Collection, etag: d.Etag,
+					cv: d.ChangeVector, lm: document.FormatTime(d.LastModified), body: bytes.Clone(d.Body)})
+				return nil
+			})
+		}
+		if err != nil {
+			return err
+		}
+		for i := range docs {
+			switch {
+			case dels != nil && dels[i] != "":
+				err = b.removeDoc(dels[i])
+			case docs[i].key != "":
+				err = b.indexDoc(&docs[i], false)
 			}
-			e.docs, e.tombs = it.Etag, it.Etag
+			if err != nil {
+				return err
+			}
+			e.docs = etags[i]
+			if e.name == AllDocs {
+				e.tombs = etags[i]
+			}
 			b.etags[key] = e
-			return b.spend()
-		})
-		if err != nil && err != errBudget {
-			return err
+			if err := b.spend(); err != nil {
+				if err == errBudget {
+					return nil
+				}
+				return err
+			}
 		}
+		if len(docs) < n {
+			break
+		}
+	}
+	if e.name == AllDocs {
 		return nil
 	}
-	err := ix.db.ScanCollection(b.ctx, e.name, e.docs, limit, func(d *storage.Document) error {
-		if err := b.indexDoc(&docIn{key: storage.LowerID(d.ID), id: d.ID, coll: d.Collection, etag: d.Etag,
-			cv: d.ChangeVector, lm: document.FormatTime(d.LastModified), body: d.Body}, false); err != nil {
+	for !b.full {
+		n := min(readChunk, ix.opts.BatchSize-b.units)
+		if n <= 0 {
+			b.full = true
+			return nil
+		}
+		var tombs []storage.Tombstone
+		if err := ix.db.ScanTombstones(b.ctx, e.name, e.tombs, n, func(t *storage.Tombstone) error {
+			tombs = append(tombs, *t)
+			return nil
+		}); err != nil {
 			return err
 		}
-		e.docs = d.Etag
-		b.etags[key] = e
-		return b.spend()
-	})
-	if err != nil && err != errBudget {
-		return err
-	}
-	if b.full {
-		return nil
-	}
-	err = ix.db.ScanTombstones(b.ctx, e.name, e.tombs, ix.opts.BatchSize-b.units, func(t *storage.Tombstone) error {
-		if err := b.removeDoc(storage.LowerID(t.ID)); err != nil {
-			return err
+		for _, t := range tombs {
+			if err := b.removeDoc(storage.LowerID(t.ID)); err != nil {
+				return err
+			}
+			e.tombs = t.Etag
+			b.etags[key] = e
+			if err := b.spend(); err != nil {
+				if err == errBudget {
+					return nil
+				}
+				return err
+			}
 		}
-		e.tombs = t.Etag
-		b.etags[key] = e
-		return b.spend()
-	})
-	if err != nil && err != errBudget {
-		return err
+		if len(tombs) < n {
+			break
+		}
 	}
 	return nil
 }
@@ -307,6 +424,19 @@ func (b *batch) removeDoc(key string) error {
 
 // deleteEntries removes the entries of one document (or group).
 func (b *batch) deleteEntries(doc string) error {
+	side := false // rows in arr or fts<n> to delete too
+	for _, f := range b.byCol {
+		side = side || f.multi || f.search
+	}
+	if !side {
+		res, err := b.exec(`DELETE FROM entries WHERE doc = ?`, doc)
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		b.entries -= n
+		return nil
+	}
 	s, err := b.stmt(`SELECT eid FROM entries WHERE doc = ?`)
 	if err != nil {
 		return err
@@ -558,15 +688,32 @@ func (b *batch) recordError(docID, action string, err error) {
 	b.errs = append(b.errs, IndexingError{Timestamp: b.ix.opts.Now().UTC(), Document: docID, Action: action, Error: err.Error()})
 }
 
+// loaded is one load() result.
+type loaded struct {
+	body             []byte
+	id, coll, cv, lm string
+}
+
 // load is the JS engine's load() while this batch maps a document.
 func (b *batch) load(id, coll string, track bool) ([]byte, string, string, string, string, bool, error) {
-	d, err := b.ix.db.Get(b.ctx, id)
-	if err != nil {
-		return nil, "", "", "", "", false, err
+	key := storage.LowerID(id)
+	d, ok := b.loads[key]
+	if !ok {
+		doc, err := b.ix.db.Get(b.ctx, id)
+		if err != nil {
+			return nil, "", "", "", "", false, err
+		}
+		if doc != nil {
+			d = &loaded{body: doc.Body, id: doc.ID, coll: doc.Collection, cv: doc.ChangeVector, lm: document.FormatTime(doc.LastModified)}
+		}
+		if len(b.loads) >= maxLoads {
+			clear(b.loads)
+		}
+		b.loads[key] = d
 	}
 	refColl := coll
 	if refColl == "" && d != nil {
-		refColl = d.Collection
+		refColl = d.coll
 	}
 	if track && refColl != "" && b.curDoc != "" {
 		rk := refKey{src: b.cur, ref: strings.ToLower(refColl)}
@@ -576,14 +723,14 @@ func (b *batch) load(id, coll string, track bool) ([]byte, string, string, strin
 			b.refs[rk] = refState{refName: b.ix.collName(rk.ref), docs: b.start, tombs: b.start}
 			b.refsUsed = true
 		}
-		if _, err := b.exec(`INSERT OR IGNORE INTO refs(ref_coll, ref_key, src_coll, src) VALUES(?, ?, ?, ?)`, rk.ref, storage.LowerID(id), b.cur, b.curDoc); err != nil {
+		if _, err := b.exec(`INSERT OR IGNORE INTO refs(ref_coll, ref_key, src_coll, src) VALUES(?, ?, ?, ?)`, rk.ref, key, b.cur, b.curDoc); err != nil {
 			return nil, "", "", "", "", false, err
 		}
 	}
-	if d == nil || (coll != "" && !strings.EqualFold(d.Collection, coll)) {
+	if d == nil || (coll != "" && !strings.EqualFold(d.coll, coll)) {
 		return nil, "", "", "", "", false, nil
 	}
-	return d.Body, d.ID, d.Collection, d.ChangeVector, document.FormatTime(d.LastModified), true, nil
+	return d.body, d.id, d.coll, d.cv, d.lm, true, nil
 }
 
 // refPass re-maps the already indexed documents that reference documents
@@ -593,21 +740,21 @@ func (b *batch) refPass() error {
 	for k := range b.refs {
 		keys = append(keys, k)
 	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].src+"\x00"+keys[i].ref < keys[j].src+"\x00"+keys[j].ref })
 	for _, rk := range keys {
 		src, ok := b.etags[rk.src]
 		if !ok || src.docs == 0 {
 			continue // nothing indexed yet: nothing to re-map
 		}
 		st := b.refs[rk]
-		if err := b.refScan(rk, src, &st, false); err != nil {
-			return err
-		}
-		if !b.full {
-			if err := b.refScan(rk, src, &st, true); err != nil {
-				return err
-			}
+		err := b.refScan(rk, src, &st, false)
+		if err == nil && !b.full {
+			err = b.refScan(rk, src, &st, true)
 		}
 		b.refs[rk] = st
+		if err != nil {
+			return err
+		}
 		if b.full {
 			return nil
 		}
@@ -615,70 +762,154 @@ func (b *batch) refPass() error {
 	return nil
 }
 
+// refChange is one referenced document (or tombstone) after a watermark.
+type refChange struct {
+	key  string
+	etag int64
+}
+
+// refScan walks one referenced collection's documents (or tombstones)
+// after the pair's watermark, readChunk at a time, and re-maps the
+// referencing documents of each. A referenced document with more
+// referencing documents than the batch can take is done over several
+// batches: the position (the referenced document, its etag and the last
+// source re-mapped) is kept in st.pend and committed with the batch, so the
+// pass resumes there, after a restart too; if the document changed in
+// between, its sources are all re-mapped again.
 func (b *batch) refScan(rk refKey, src collEtags, st *refState, tombstones bool) error {
 	ix := b.ix
-	limit := ix.opts.BatchSize - b.units
-	if limit <= 0 {
-		b.full = true
-		return nil
-	}
-	visit := func(refID string, etag int64) error {
-		rows, err := b.tx.QueryContext(b.ctx, `SELECT src FROM refs WHERE ref_coll = ? AND ref_key = ? AND src_coll = ?`, rk.ref, storage.LowerID(refID), rk.src)
+	for !b.full {
+		n := min(readChunk, ix.opts.BatchSize-b.units)
+		if n <= 0 {
+			b.full = true
+			return nil
+		}
+		b.seq++
+		seq := b.seq
+		clear(b.loads)
+		var changes []refChange
+		var err error
+		if tombstones {
+			err = ix.db.ScanTombstones(b.ctx, st.refName, st.tombs, n, func(t *storage.Tombstone) error {
+				changes = append(changes, refChange{storage.LowerID(t.ID), t.Etag})
+				return nil
+			})
+		} else {
+			err = ix.db.ScanCollection(b.ctx, st.refName, st.docs, n, func(d *storage.Document) error {
+				changes = append(changes, refChange{storage.LowerID(d.ID), d.Etag})
+				return nil
+			})
+		}
 		if err != nil {
 			return err
+		}
+		for _, c := range changes {
+			done, err := b.remapReferrers(rk, src, st, c, tombstones, seq)
+			if err != nil {
+				return err
+			}
+			if !done {
+				return nil
+			}
+			st.pend = refPending{}
+			if tombstones {
+				st.tombs = c.etag
+			} else {
+				st.docs = c.etag
+			}
+			if err := b.spend(); err != nil {
+				if err == errBudget {
+					return nil
+				}
+				return err
+			}
+		}
+		if len(changes) < n {
+			return nil
+		}
+	}
+	return nil
+}
+
+// remapReferrers re-maps the already indexed sources that reference one
+// changed referenced document, in source key order, readChunk at a time.
+// It returns false when the batch's budget ran out first (st.pend then says
+// where to resume).
+func (b *batch) remapReferrers(rk refKey, src collEtags, st *refState, c refChange, tombstones bool, seq int64) (bool, error) {
+	ix := b.ix
+	after := ""
+	if p := st.pend; p.etag == c.etag && p.key == c.key && p.tombstones == tombstones {
+		after = p.src
+	}
+	q, err := b.stmt(`SELECT src FROM refs WHERE ref_coll = ? AND ref_key = ? AND src_coll = ? AND src > ? ORDER BY src LIMIT ?`)
+	if err != nil {
+		return false, err
+	}
+	for {
+		rows, err := q.QueryContext(b.ctx, rk.ref, c.key, rk.src, after, readChunk)
+		if err != nil {
+			return false, err
 		}
 		var srcs []string
 		for rows.Next() {
 			var s string
 			if err := rows.Scan(&s); err != nil {
 				rows.Close()
-				return err
+				return false, err
 			}
 			srcs = append(srcs, s)
 		}
 		rows.Close()
+		if err := rows.Err(); err != nil {
+			return false, err
+		}
+		if len(srcs) == 0 {
+			return true, nil
+		}
+		todo := srcs[:0:0]
 		for _, s := range srcs {
-			if b.remapped[s] {
-				continue
+			if r, ok := b.remapped[s]; !ok || r < seq {
+				todo = append(todo, s)
 			}
-			d, err := ix.db.Get(b.ctx, s)
-			if err != nil {
-				return err
-			}
+		}
+		docs, err := ix.db.GetMany(b.ctx, todo)
+		if err != nil {
+			return false, err
+		}
+		for i, d := range docs {
+			s := todo[i]
 			// Only documents already indexed: newer ones are the map
 			// pass's (and a deleted one the tombstone pass's).
 			if d == nil || d.Etag > src.docs || (src.name != AllDocs && !strings.EqualFold(d.Collection, src.name)) {
 				continue
 			}
-			b.remapped[s] = true
+			b.remapped[s] = b.seq
 			prev := b.cur
 			b.cur = rk.src
 			err = b.indexDoc(&docIn{key: s, id: d.ID, coll: d.Collection, etag: d.Etag, cv: d.ChangeVector,
 				lm: document.FormatTime(d.LastModified), body: d.Body}, true)
 			b.cur = prev
 			if err != nil {
-				return err
+				return false, err
 			}
 			st.remapped++
 			b.units++
+			b.changed = true
+			if err := b.stop.Err(); err != nil {
+				return false, err
+			}
+			b.pace()
+			if b.budgetSpent() {
+				b.full = true
+				st.pend = refPending{tombstones: tombstones, key: c.key, etag: c.etag, src: s}
+				return false, nil
+			}
 		}
-		if tombstones {
-			st.tombs = etag
-		} else {
-			st.docs = etag
+		after = srcs[len(srcs)-1]
+		if len(srcs) < readChunk {
+			return true, nil
 		}
-		return b.spend()
 	}
-	var err error
-	if tombstones {
-		err = ix.db.ScanTombstones(b.ctx, st.refName, st.tombs, limit, func(t *storage.Tombstone) error { return visit(t.ID, t.Etag) })
-	} else {
-		err = ix.db.ScanCollection(b.ctx, st.refName, st.docs, limit, func(d *storage.Document) error { return visit(d.ID, d.Etag) })
-	}
-	if err != nil && err != errBudget {
-		return err
-	}
-	return nil
 }
 
 // reduceDirty recomputes the map-reduce groups the batch touched.
@@ -744,7 +975,10 @@ func (b *batch) persist() error {
 		}
 	}
 	for k, s := range b.refs {
-		if _, err := b.exec(`INSERT INTO ref_etags(src, ref, docs, tombstones, remapped) VALUES(?, ?, ?, ?, ?) ON CONFLICT(src, ref) DO UPDATE SET docs = excluded.docs, tombstones = excluded.tombstones, remapped = excluded.remapped`, k.src, k.ref, s.docs, s.tombs, s.remapped); err != nil {
+		if _, err := b.exec(`INSERT INTO ref_etags(src, ref, docs, tombstones, remapped, pend_tombstones, pend_key, pend_etag, pend_src) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT(src, ref) DO UPDATE SET docs = excluded.docs, tombstones = excluded.tombstones, remapped = excluded.remapped,
+			pend_tombstones = excluded.pend_tombstones, pend_key = excluded.pend_key, pend_etag = excluded.pend_etag, pend_src = excluded.pend_src`,
+			k.src, k.ref, s.docs, s.tombs, s.remapped, s.pend.tombstones, s.pend.key, s.pend.etag, s.pend.src); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
+	"runtime/trace"
 	"sort"
 	"time"
 
@@ -144,6 +146,17 @@ func indexesBench(out io.Writer, dir string, n, refDocs int) error {
 		return err
 	}
 	before := pets.Stats().MapReferenceAttempts
+	var tf *os.File
+	if p := os.Getenv("ROOKERY_BENCH_TRACE"); p != "" {
+		// A runtime trace of the re-map window (go tool trace -pprof=sched).
+		if tf, err = os.Create(p); err != nil {
+			return err
+		}
+		if err := trace.Start(tf); err != nil {
+			return err
+		}
+	}
+	d0 := takeDiag(dbPath)
 	if err := putDocs(ctx, db, 1, func(int) (string, string) {
 		return "owners/1", `{"Name":"Ayende","@metadata":{"@collection":"Owners"}}`
 	}); err != nil {
@@ -159,6 +172,19 @@ func indexesBench(out io.Writer, dir string, n, refDocs int) error {
 	if err != nil {
 		return err
 	}
+	d1 := takeDiag(dbPath)
+	if tf != nil {
+		trace.Stop()
+		tf.Close()
+	}
+	// Idle again after the re-map, as many writes as during it, so both
+	// percentiles come from samples of about the same size and the machine's
+	// other load is sampled on both sides.
+	after, err := writeLatencies(ctx, db, len(busy), nil)
+	if err != nil {
+		return err
+	}
+	idle = append(idle, after...)
 	var remapTook time.Duration
 	select {
 	case remapTook = <-done:
@@ -167,7 +193,9 @@ func indexesBench(out io.Writer, dir string, n, refDocs int) error {
 	}
 	remapped := pets.Stats().MapReferenceAttempts - before
 	fmt.Fprintf(out, "LoadDocument: one owner referenced by %d pets updated: re-mapped %d documents in %.0f ms\n", refDocs, remapped, msf(remapTook))
-	fmt.Fprintf(out, "document write p99 while re-mapping %.3f ms, idle %.3f ms (%.2fx, target <= 1.5x)\n", msf(pct(busy, 99)), msf(pct(idle, 99)), float64(pct(busy, 99))/float64(pct(idle, 99)))
+	fmt.Fprintf(out, "document write p99 while re-mapping %.3f ms (%d writes, p50 %.3f ms, max %.3f ms), idle %.3f ms (%d writes before and after, p50 %.3f ms, max %.3f ms) (%.2fx, target <= 1.5x)\n",
+		msf(pct(busy, 99)), len(busy), msf(pct(busy, 50)), msf(pct(busy, 100)), msf(pct(idle, 99)), len(idle), msf(pct(idle, 50)), msf(pct(idle, 100)), float64(pct(busy, 99))/float64(pct(idle, 99)))
+	d1.report(out, d0)
 
 	// First query on a new auto index.
 	start = time.Now()
@@ -300,4 +328,47 @@ func rawIndex(ctx context.Context, db *storage.DB, path string) error {
 			return nil
 		}
 	}
+}
+
+// diagSnap is what tells why writes slow down while an index works: the
+// database's WAL size (it grows when a read snapshot stays open, and every
+// commit then appends to it), garbage collections, and how long runnable
+// goroutines waited for a processor.
+type diagSnap struct {
+	wal           int64
+	gcs, allocs   uint64
+	pauses, sched *metrics.Float64Histogram
+}
+
+func takeDiag(dbPath string) diagSnap {
+	ms := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/allocs:bytes"},
+		{Name: "/sched/pauses/total/gc:seconds"}, {Name: "/sched/latencies:seconds"}}
+	metrics.Read(ms)
+	var wal int64
+	if fi, err := os.Stat(dbPath + "-wal"); err == nil {
+		wal = fi.Size()
+	}
+	return diagSnap{wal: wal, gcs: ms[0].Value.Uint64(), allocs: ms[1].Value.Uint64(),
+		pauses: ms[2].Value.Float64Histogram(), sched: ms[3].Value.Float64Histogram()}
+}
+
+// histP99 is the 99th percentile (a bucket's upper bound, in ms) of what a
+// runtime histogram gained between two reads.
+func histP99(a, b *metrics.Float64Histogram) float64 {
+	var n, acc uint64
+	for i := range b.Counts {
+		n += b.Counts[i] - a.Counts[i]
+	}
+	for i := range b.Counts {
+		acc += b.Counts[i] - a.Counts[i]
+		if n > 0 && acc*100 >= n*99 {
+			return b.Buckets[i+1] * 1000
+		}
+	}
+	return 0
+}
+
+func (s diagSnap) report(out io.Writer, a diagSnap) {
+	fmt.Fprintf(out, "  while re-mapping: database WAL %.1f -> %.1f MB, %d GCs (pause p99 %.2f ms), %d MB allocated, goroutine wait for a processor p99 %.2f ms\n",
+		float64(a.wal)/(1<<20), float64(s.wal)/(1<<20), s.gcs-a.gcs, histP99(a.pauses, s.pauses), (s.allocs-a.allocs)>>20, histP99(a.sched, s.sched))
 }

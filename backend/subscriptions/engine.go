@@ -269,8 +269,11 @@ func (m *Manager) Open(ctx context.Context, dbName, name string, o ConnectOption
 			return s, nil
 		}
 		if o.Strategy != WaitForFree {
+			// Read the holder under the lock: it may let go the moment
+			// the lock is released.
+			holder := l.active.opts.ClientAddr
 			m.mu.Unlock()
-			return nil, &StatusError{Status: StatusInUse, Msg: fmt.Sprintf("Subscription '%s' is in use by a worker from %s (strategy %s)", sub.Name, l.active.opts.ClientAddr, o.Strategy)}
+			return nil, &StatusError{Status: StatusInUse, Msg: fmt.Sprintf("Subscription '%s' is in use by a worker from %s (strategy %s)", sub.Name, holder, o.Strategy)}
 		}
 		free := l.free
 		m.mu.Unlock()

@@ -39,7 +39,7 @@ step "go test (race detector)"
 # The security suite runs as its own step below.
 go test -race -count=1 -skip '^TestSecurity' ./...
 
-step "security suite: every finding of issue 10 replayed (go test -run '^TestSecurity', race detector)"
+step "security suite: every security finding replayed (go test -run '^TestSecurity', race detector)"
 # Each TestSecurityF<n>... replays finding n against real nodes (in-process
 # servers, real processes, real files); see the README's Security section.
 security_log=$(mktemp)

@@ -20,6 +20,10 @@ import (
 
 var regexCache sync.Map // pattern -> *regexp.Regexp
 
+// loneSearch is the SQL of a where clause that is one search() over a
+// full-text field, as sqlBuilder writes it.
+var loneSearch = regexp.MustCompile(`^e\.eid IN \(SELECT rowid FROM (fts[0-9]+) WHERE fts[0-9]+ MATCH \?\)$`)
+
 func init() {
 	// rookery_alnum orders text as RavenDB's alphaNumeric does: runs of
 	// digits compare as numbers ("item-9" before "item-10").
@@ -530,6 +534,14 @@ func (ix *Index) Compile(q SearchQuery) (count, page string, args []any, err err
 	}
 	count = "SELECT " + countCol + " FROM entries e WHERE " + where
 	page = "SELECT e.doc, e.id, e.stored FROM entries e WHERE " + where + " ORDER BY " + strings.Join(order, ", ")
+	if m := loneSearch.FindStringSubmatch(where); m != nil && !dupes && len(q.OrderBy) == 0 {
+		// A lone search(): the full-text table has one row per entry
+		// (rowid = eid) and yields its matches in rowid order, so the count
+		// and the page read it directly instead of probing entries for
+		// every match.
+		count = "SELECT count(*) FROM " + m[1] + " WHERE " + m[1] + " MATCH ?"
+		page = "SELECT e.doc, e.id, e.stored FROM " + m[1] + " f JOIN entries e ON e.eid = f.rowid WHERE " + m[1] + " MATCH ? ORDER BY f.rowid"
+	}
 	if !dupes {
 		take := q.Take
 		if take < 0 {

@@ -109,6 +109,10 @@ type batch struct {
 
 	paceAt     time.Time
 	paceWrites int64
+	// seenWrites is the database's write count at the last document: the
+	// writer yields only when it moved.
+	seenWrites int64
+	writesAt   time.Time
 
 	ins     *sql.Stmt
 	insCols int
@@ -161,13 +165,24 @@ func (b *batch) spend() error {
 // so its writer (and its callers) find a free core: on 2 cores an indexing
 // goroutine that never blocks otherwise holds its processor for whole 10 ms
 // time slices while the writer, woken from its fsync, waits to run.
+// busyWindow is how long after the database's last write the writer
+// still counts it as taking writes.
+const busyWindow = 5 * time.Millisecond
+
 func (b *batch) pace() {
-	runtime.Gosched()
+	// An idle database needs no courtesy: yielding a goroutine locked to
+	// its thread is a thread switch per document.
+	now := time.Now()
+	if w := b.ix.db.Writes(); w != b.seenWrites {
+		b.seenWrites, b.writesAt = w, now
+	}
+	if now.Sub(b.writesAt) < busyWindow {
+		runtime.Gosched()
+	}
 	rest := b.ix.opts.WritePause
 	if rest <= 0 || b.units%8 != 0 {
 		return
 	}
-	now := time.Now()
 	if b.paceAt.IsZero() {
 		b.paceAt, b.paceWrites = now, b.ix.db.Writes()
 		return

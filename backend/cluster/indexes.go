@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -122,7 +123,7 @@ func init() {
 				return dberr.New(dberr.BadRequest, "invalid cluster command %q: the definition of %q is not JSON of at most %d bytes", c.Op, names.Clip(r.Name, 80), maxSettingBytes)
 			}
 			for f, v := range map[string]string{"State": r.State, "LockMode": r.LockMode, "Priority": r.Priority} {
-				if v != "" && !oneOf(v, indexFieldValues[f]) {
+				if v != "" && !slices.Contains(indexFieldValues[f], v) {
 					return dberr.New(dberr.BadRequest, "%s %q is not one of %s", f, names.Clip(v, 40), strings.Join(indexFieldValues[f], ", "))
 				}
 			}
@@ -150,7 +151,7 @@ func init() {
 		if len(c.Keys) == 0 || len(c.Keys) > maxIndexesPerCommand {
 			return dberr.New(dberr.BadRequest, "invalid cluster command %q: 1 to %d indexes", c.Op, maxIndexesPerCommand)
 		}
-		if c.IndexSet == nil || !oneOf(c.IndexSet.Value, indexFieldValues[c.IndexSet.Field]) {
+		if c.IndexSet == nil || !slices.Contains(indexFieldValues[c.IndexSet.Field], c.IndexSet.Value) {
 			return dberr.New(dberr.BadRequest, "invalid cluster command %q: a field (State, LockMode, Priority) and one of its values", c.Op)
 		}
 		return validDecisions(c.Decisions)
@@ -273,15 +274,6 @@ func init() {
 		appendIndexLog(st, c.Name, c.Decisions)
 		return Result{}
 	}
-}
-
-func oneOf(v string, list []string) bool {
-	for _, x := range list {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // appendIndexLog adds decisions to a database's log, keeping the newest

@@ -1,10 +1,10 @@
 package conflicts
 
 import (
-	"bytes"
 	"encoding/json"
 	"sort"
 
+	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
@@ -54,7 +54,7 @@ func Suggest(versions []storage.Version) (body []byte, conflicting []string) {
 			}
 			if !seen {
 				first, seen = v, true
-			} else if !jsonEqual(first, v) {
+			} else if !document.JSONEqual(first, v) {
 				same = false
 			}
 		}
@@ -72,17 +72,4 @@ func Suggest(versions []storage.Version) (body []byte, conflicting []string) {
 	sort.Strings(conflicting)
 	body, _ = json.MarshalIndent(out, "", "  ")
 	return body, conflicting
-}
-
-func jsonEqual(a, b json.RawMessage) bool {
-	if bytes.Equal(a, b) {
-		return true
-	}
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	xb, _ := json.Marshal(x)
-	yb, _ := json.Marshal(y)
-	return bytes.Equal(xb, yb)
 }

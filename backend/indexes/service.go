@@ -2,6 +2,7 @@ package indexes
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -322,7 +323,7 @@ func (s *Service) Config(db string) Config {
 		return DefaultConfig()
 	}
 	var m map[string]string
-	if err := jsonUnmarshal(raw, &m); err != nil {
+	if err := json.Unmarshal(raw, &m); err != nil {
 		return DefaultConfig()
 	}
 	c, err := ParseConfig(m)

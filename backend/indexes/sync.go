@@ -79,8 +79,6 @@ func Sync(m *index.Manager, db *storage.DB, recs []cluster.IndexRecord) []error 
 	return errs
 }
 
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
-
 // guardScripts bounds a definition's JavaScript before the engine compiles
 // it (also for a definition that reached the state some other way than
 // Service.Put).

@@ -9,6 +9,7 @@ package jsguard
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/rookerydb/rookery/backend/dberr"
 )
@@ -47,11 +48,11 @@ func Check(what, src string, maxBytes, maxDepth int) error {
 					i++
 				}
 			} else if i+1 < len(src) && src[i+1] == '*' {
-				end := indexFrom(src, i+2, "*/")
+				end := strings.Index(src[i+2:], "*/")
 				if end < 0 {
 					return nil // goja reports the unterminated comment
 				}
-				i = end + 1
+				i += 2 + end + 1
 			}
 		}
 	}
@@ -68,15 +69,6 @@ func skipString(src string, i int, quote byte) int {
 		}
 	}
 	return len(src)
-}
-
-func indexFrom(s string, from int, sub string) int {
-	for i := from; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
 }
 
 // String describes the limits for documentation.

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -244,29 +245,10 @@ func (r *Registry) pruneLocked() {
 // lookup finds an operation of a database ("" for server-wide ones).
 func (r *Registry) lookup(db string, id int64) (*op, bool) {
 	o, ok := r.ops[id]
-	if !ok || !sameDB(o.info.Database, db) {
+	if !ok || !strings.EqualFold(o.info.Database, db) {
 		return nil, false
 	}
 	return o, true
-}
-
-func sameDB(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 func notFound(id int64) error {
@@ -335,7 +317,7 @@ func (r *Registry) List(db string) []Info {
 	r.pruneLocked()
 	var out []Info
 	for _, o := range r.ops {
-		if sameDB(o.info.Database, db) {
+		if strings.EqualFold(o.info.Database, db) {
 			out = append(out, o.snapshot())
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/jsguard"
 )
 
@@ -87,25 +88,17 @@ type Env struct {
 func (s *Script) Run(doc []byte, env Env) (out []byte, changed bool, err error) {
 	vm := s.get()
 	defer s.put(vm)
-	var obj any
-	if err := json.Unmarshal(doc, &obj); err != nil {
+	// The script works on plain JavaScript objects: the document is parsed
+	// once, by the runtime's own JSON.parse.
+	jsonObj := vm.Get("JSON").ToObject(vm)
+	parse, _ := goja.AssertFunction(jsonObj.Get("parse"))
+	stringify, _ := goja.AssertFunction(jsonObj.Get("stringify"))
+	jsDoc, err := parse(goja.Undefined(), vm.ToValue(string(doc)))
+	if err != nil {
 		return nil, false, dberr.New(dberr.Internal, "the document to patch is not JSON: %v", err)
 	}
-	m, ok := obj.(map[string]any)
-	if !ok {
+	if o, ok := jsDoc.(*goja.Object); !ok || o.ClassName() == "Array" {
 		return nil, false, &Error{Msg: "the document to patch is not an object"}
-	}
-	before, _ := json.Marshal(m)
-	jsDoc := vm.ToValue(m)
-	// Work on a JS object, not the Go map's wrapper, so that the script's
-	// objects and arrays behave as plain JavaScript.
-	parsed, err := vm.RunString("(function(s){return JSON.parse(s)})")
-	if err != nil {
-		return nil, false, err
-	}
-	parse, _ := goja.AssertFunction(parsed)
-	if jsDoc, err = parse(goja.Undefined(), vm.ToValue(string(before))); err != nil {
-		return nil, false, err
 	}
 	var argsVal goja.Value = vm.NewObject()
 	if env.Args != nil {
@@ -120,6 +113,9 @@ func (s *Script) Run(doc []byte, env Env) (out []byte, changed bool, err error) 
 		for _, k := range o.Keys() {
 			if aliasRE.MatchString(k) {
 				_ = vm.Set("$"+k, o.Get(k))
+				// The runtime goes back to the pool: the next run must not
+				// see this run's parameters.
+				defer vm.GlobalObject().Delete("$" + k)
 			}
 		}
 	}
@@ -188,27 +184,12 @@ func (s *Script) Run(doc []byte, env Env) (out []byte, changed bool, err error) 
 		}
 		return nil, false, &Error{Msg: "the patch script failed: " + err.Error()}
 	}
-	str, err := vm.RunString("JSON.stringify")
-	if err != nil {
-		return nil, false, err
-	}
-	stringify, _ := goja.AssertFunction(str)
 	res, err := stringify(goja.Undefined(), jsDoc)
 	if err != nil {
 		return nil, false, &Error{Msg: "the patched document cannot be written as JSON: " + err.Error()}
 	}
 	out = []byte(res.String())
-	return out, !jsonEqual(before, out), nil
-}
-
-func jsonEqual(a, b []byte) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	xa, _ := json.Marshal(x)
-	ya, _ := json.Marshal(y)
-	return string(xa) == string(ya)
+	return out, !document.JSONEqual(doc, out), nil
 }
 
 func (s *Script) get() *goja.Runtime {

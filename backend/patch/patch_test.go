@@ -86,3 +86,19 @@ func TestPatchErrors(t *testing.T) {
 		t.Fatalf("after interrupt: %v", err)
 	}
 }
+
+// A pooled runtime does not carry one run's $parameters into the next.
+func TestPatchParametersDoNotLeak(t *testing.T) {
+	s, err := Compile("this.Seen = typeof $owner === 'undefined' ? null : $owner", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := s.Run([]byte(order), Env{Args: map[string]any{"owner": "ann"}})
+	if err != nil || !strings.Contains(string(out), `"Seen":"ann"`) {
+		t.Fatalf("first run: %s %v", out, err)
+	}
+	out, _, err = s.Run([]byte(order), Env{})
+	if err != nil || !strings.Contains(string(out), `"Seen":null`) {
+		t.Fatalf("second run saw the first run's parameter: %s %v", out, err)
+	}
+}

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -429,23 +430,11 @@ func (a *API) indexHasChanged(c echo.Context) error {
 	next := w.definition()
 	for _, d := range defs {
 		if strings.EqualFold(d.Name, w.Name) {
-			same := equalStrings(d.Maps, next.Maps) && d.Reduce == next.Reduce && jsonEqual(d.FieldOptions, next.FieldOptions) && jsonEqual(d.Configuration, next.Configuration)
+			same := slices.Equal(d.Maps, next.Maps) && d.Reduce == next.Reduce && jsonEqual(d.FieldOptions, next.FieldOptions) && jsonEqual(d.Configuration, next.Configuration)
 			return writeJSON(c, http.StatusOK, map[string]bool{"Changed": !same})
 		}
 	}
 	return writeJSON(c, http.StatusOK, map[string]bool{"Changed": true})
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func jsonEqual(a, b any) bool {

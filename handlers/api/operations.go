@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -141,7 +142,7 @@ func (a *API) patchByQuery(c echo.Context) error {
 		return err
 	}
 	var wrapped struct{ Query *query.Request }
-	if err := jsonUnmarshalStrict(b, &wrapped); err != nil || wrapped.Query == nil || wrapped.Query.Query == "" {
+	if err := json.Unmarshal(b, &wrapped); err != nil || wrapped.Query == nil || wrapped.Query.Query == "" {
 		return dberr.New(dberr.BadRequest, "the patch by query body is {\"Query\":{\"Query\":\"from … update { … }\",\"QueryParameters\":{…}}}")
 	}
 	req := *wrapped.Query

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -212,7 +213,7 @@ func (a *API) waitForIndexes(c echo.Context, db *storage.DB, etag int64) error {
 	defer cancel()
 	ixs := a.Indexes.Manager.List(db.Name())
 	for _, ix := range ixs {
-		if len(names) > 0 && !containsFold(names, ix.Name()) {
+		if len(names) > 0 && !slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, ix.Name()) }) {
 			continue
 		}
 		if err := ix.WaitNonStale(ctx, etag); err != nil {
@@ -224,15 +225,6 @@ func (a *API) waitForIndexes(c echo.Context, db *storage.DB, etag int64) error {
 		}
 	}
 	return nil
-}
-
-func containsFold(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // timeParam reads a duration given as integer milliseconds or a TimeSpan.
@@ -269,6 +261,3 @@ func checkUpdateQuery(text string, update bool) error {
 	}
 	return nil
 }
-
-// jsonUnmarshalStrict decodes b into v.
-func jsonUnmarshalStrict(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -2,9 +2,7 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rookerydb/rookery/backend/indexes"
+	"github.com/rookerydb/rookery/handlers/httpx"
 )
 
 // DefaultIndexCleanupInterval is how often the leader runs the auto-index
@@ -115,23 +114,8 @@ func (s *Server) fetchUsage(ctx context.Context, base, db string) (indexes.Repor
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/internal/indexes/usage?db="+url.QueryEscape(db), nil)
-	if err != nil {
-		return r, err
-	}
-	resp, err := s.nodes.Do(req)
-	if err != nil {
-		return r, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return r, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return r, fmt.Errorf("%d %s", resp.StatusCode, b)
-	}
-	return r, json.Unmarshal(b, &r)
+	err := httpx.GetJSON(ctx, s.nodes, strings.TrimRight(base, "/")+"/internal/indexes/usage?db="+url.QueryEscape(db), 4<<20, &r)
+	return r, err
 }
 
 // supersededCheck is how often the leader looks for superseded auto

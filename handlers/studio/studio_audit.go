@@ -2,9 +2,6 @@ package studio
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -16,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rookerydb/rookery/backend/audit"
+	"github.com/rookerydb/rookery/handlers/httpx"
 	"github.com/rookerydb/rookery/views"
 )
 
@@ -64,27 +62,8 @@ func (s *Studio) fetchAudit(ctx context.Context, base string, f audit.Filter, n 
 	if f.Database != "" {
 		q.Set("database", f.Database)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/admin/audit?"+q.Encode(), nil)
-	if err != nil {
+	if err := httpx.GetJSON(ctx, s.peers(), strings.TrimRight(base, "/")+"/admin/audit?"+q.Encode(), auditMaxBody, &out); err != nil {
 		return out, err
-	}
-	resp, err := s.peers().Do(req)
-	if err != nil {
-		return out, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return out, fmt.Errorf("status %d: %s", resp.StatusCode, errorText(resp.Body))
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, auditMaxBody+1))
-	if err != nil {
-		return out, err
-	}
-	if len(body) > auditMaxBody {
-		return out, fmt.Errorf("the answer is over %d MiB", auditMaxBody>>20)
-	}
-	if err := json.Unmarshal(body, &out); err != nil {
-		return out, fmt.Errorf("unreadable answer: %w", err)
 	}
 	return out, nil
 }

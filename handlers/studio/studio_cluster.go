@@ -393,26 +393,5 @@ func (s *Studio) toLeaderBody(ctx context.Context, pathAndQuery string, body []b
 	if resp.StatusCode/100 == 2 {
 		return io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	}
-	return nil, fmt.Errorf("the leader %s answered %d: %s", tag, resp.StatusCode, errorText(resp.Body))
-}
-
-// errorText reads an error body: the Message of a RavenDB envelope, or the
-// text itself, shortened.
-func errorText(r io.Reader) string {
-	b, _ := io.ReadAll(io.LimitReader(r, 64<<10))
-	var env struct{ Message, Error string }
-	if json.Unmarshal(b, &env) == nil && (env.Message != "" || env.Error != "") {
-		if env.Message != "" {
-			return env.Message
-		}
-		b = []byte(env.Error)
-	}
-	msg := strings.TrimSpace(string(b))
-	if len(msg) > 300 {
-		msg = msg[:300] + "…"
-	}
-	if msg == "" {
-		msg = "no details"
-	}
-	return msg
+	return nil, fmt.Errorf("the leader %s answered %d: %s", tag, resp.StatusCode, httpx.ErrorText(resp.Body))
 }

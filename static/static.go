@@ -6,5 +6,5 @@ import "embed"
 
 // Files are the static assets, served under /static/.
 //
-//go:embed *.css *.js
+//go:embed *.css *.js vendor
 var Files embed.FS

@@ -915,3 +915,40 @@ func TestIntegrationNoReachableNode(t *testing.T) {
 		t.Errorf("bad URL: %v", err)
 	}
 }
+
+// A Store that could not take an id (the database does not exist) makes
+// SaveChanges fail with that error instead of returning nil having saved
+// nothing: the README's first Go example used to do exactly that.
+func TestIntegrationSaveChangesReportsFailedStore(t *testing.T) {
+	n := testserver.Start(t)
+	store := NewDocumentStore([]string{n.URL}, "nosuchdb")
+	defer store.Close()
+	session := store.OpenSession()
+	order := &Order{Total: 10}
+	storeErr := session.Store(order)
+	var missing *DatabaseDoesNotExistError
+	if !errors.As(storeErr, &missing) {
+		t.Fatalf("Store into a missing database: %v, want a *DatabaseDoesNotExistError", storeErr)
+	}
+	err := session.SaveChanges()
+	if !errors.As(err, &missing) {
+		t.Fatalf("SaveChanges after the failed Store: %v, want the *DatabaseDoesNotExistError", err)
+	}
+	// Reported once; the session is usable again and has nothing to save.
+	if err := session.SaveChanges(); err != nil {
+		t.Fatalf("second SaveChanges: %v", err)
+	}
+	// Once the database exists, the same session saves.
+	if err := store.CreateDatabase(context.Background(), "nosuchdb"); err != nil {
+		t.Fatal(err)
+	}
+	if err := session.Store(order); err != nil {
+		t.Fatal(err)
+	}
+	if err := session.SaveChanges(); err != nil {
+		t.Fatal(err)
+	}
+	if order.ID == "" {
+		t.Fatal("no id after SaveChanges")
+	}
+}

@@ -45,6 +45,11 @@ type Session struct {
 	included    map[string]json.RawMessage // lower-cased id → document from Includes
 	requests    int
 	indexWait   *IndexWaitOptions // WaitForIndexesAfterSaveChanges
+	// storeErr is the error of a Store that could not take an id (the
+	// database is missing, the server is down): the entity is not in the
+	// unit of work, so SaveChanges returns this error instead of saving
+	// the rest as if nothing had been lost.
+	storeErr error
 }
 
 // docInfo is a tracked entity.
@@ -173,6 +178,8 @@ func (s *Session) store1(entity any, id string, explicit bool, cv *string) error
 		if id == "" && ti.idField != nil && ti.tag != "" {
 			id, err = s.store.hilo.generator(ti.tag).nextID(s.ctx)
 			if err != nil {
+				err = fmt.Errorf("rookery: Store could not take an id for a %s: %w", ti.tag, err)
+				s.storeErr = errors.Join(s.storeErr, err)
 				return err
 			}
 		}
@@ -495,9 +502,18 @@ type batchBody struct {
 // deleted documents) to the server in one POST bulk_docs request, which the
 // server applies as one transaction. Nothing is sent when nothing changed.
 // On success, server-assigned ids and change vectors are written back to
-// the entities; on failure the session is left as it was.
+// the entities; on failure the session is left as it was. When a Store of
+// this session failed (no id could be taken: a missing database, no
+// reachable node), SaveChanges sends nothing and returns that error, even if
+// the caller ignored it from Store.
 func (s *Session) SaveChanges() error {
 	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := s.storeErr; err != nil {
+		// Nothing is sent: the unit of work lost an entity. The error is
+		// reported once; what was stored successfully stays tracked.
+		s.storeErr = nil
 		return err
 	}
 	var cmds []batchCommand

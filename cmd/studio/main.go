@@ -34,6 +34,7 @@ import (
 )
 
 func main() {
+	followGoRun()
 	if err := run(os.Args[1:], os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "studio:", err)
 		os.Exit(1)

@@ -394,13 +394,13 @@ func runSecuredNpmClient(t *testing.T, e *env, b block) {
 	if idm == nil || dbm == nil {
 		t.Fatalf("%s: no `// id <id>` comment or database name to check", b)
 	}
-	script := filepath.Join(e.logs, "readme-secured-npm-snippet.js")
-	if err := os.WriteFile(script, fmt.Appendf(nil, npmSnippet, b.Text()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := e.start(t, "secured-npm-client", node+" "+script, "NODE_PATH="+modules)
+	writeExample(t, e, b, "secure.js")
+	p := e.start(t, "secured-npm-client", node+" secure.js", "NODE_PATH="+modules)
 	if err := p.wait(time.Minute); err != nil {
-		t.Fatalf("the secured npm snippet failed: %v\n%s", err, p.tail())
+		t.Fatalf("the secured npm example failed: %v\n%s", err, p.tail())
+	}
+	if got := strings.TrimSpace(p.output()); got != idm[1] {
+		t.Errorf("the secured npm example printed the id %q, the README says %q", got, idm[1])
 	}
 	doc := securedDoc(t, e, dbm[1], idm[1])
 	if doc["name"] != "Ann" || collection(doc) != "Users" {
@@ -415,16 +415,10 @@ func runSecuredGoClient(t *testing.T, e *env, b block) {
 	if idm == nil || dbm == nil {
 		t.Fatalf(`%s: no 'is "<id>"' comment or database name to check`, b)
 	}
-	dir := filepath.Join(e.dir, "readme-secured-go-snippet")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), fmt.Appendf(nil, goSnippet, b.Text()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := e.start(t, "secured-go-client", "go run ./readme-secured-go-snippet")
+	writeExample(t, e, b, "secure/main.go")
+	p := e.start(t, "secured-go-client", "go run ./secure")
 	if err := p.wait(4 * time.Minute); err != nil {
-		t.Fatalf("the secured Go snippet failed: %v\n%s", err, p.tail())
+		t.Fatalf("the secured Go example failed: %v\n%s", err, p.tail())
 	}
 	if got := strings.TrimSpace(p.output()); got != idm[1] {
 		t.Errorf("order.ID is %q after Store, the README says %q", got, idm[1])
@@ -436,43 +430,9 @@ func runSecuredGoClient(t *testing.T, e *env, b block) {
 }
 
 var (
-	npmIDRe    = regexp.MustCompile(`// id ([a-z]+/\d+-[A-Z]+)`)
-	npmVerRe   = regexp.MustCompile(`require\("ravendb"\);\s*//\s*(\d+\.\d+\.\d+)`)
-	goIDRe     = regexp.MustCompile(`is "([a-z]+/\d+-[A-Z]+)"`)
-	npmSnippet = `// The README's npm snippet, its lines unchanged, in an async function
-// (it awaits at the top level) with the User class it uses.
-class User {
-	constructor(name) {
-		this.name = name;
-	}
-}
-(async () => {
-%s
-})().then(() => process.exit(0), err => {
-	console.error(err);
-	process.exit(1);
-});
-`
-	goSnippet = `// The README's Go snippet, its lines unchanged, in a main with the Order
-// type it uses; the id it printed is checked by the test.
-package main
-
-import (
-	"fmt"
-
-	"github.com/rookerydb/rookery/client"
-)
-
-type Order struct {
-	ID    string
-	Total float64
-}
-
-func main() {
-%s
-	fmt.Println(order.ID)
-}
-`
+	npmIDRe  = regexp.MustCompile(`// id ([a-z]+/\d+-[A-Z]+)`)
+	npmVerRe = regexp.MustCompile(`require\("ravendb"\);\s*//\s*(\d+\.\d+\.\d+)`)
+	goIDRe   = regexp.MustCompile(`is "([a-z]+/\d+-[A-Z]+)"`)
 )
 
 // runNpmClient runs the npm snippet with node and the ravendb package of
@@ -501,13 +461,13 @@ func runNpmClient(t *testing.T, e *env, b block) {
 	if idm == nil {
 		t.Fatalf("%s: no `// id <id>` comment to check", b)
 	}
-	script := filepath.Join(e.logs, "readme-npm-snippet.js")
-	if err := os.WriteFile(script, fmt.Appendf(nil, npmSnippet, b.Text()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := e.start(t, "npm-client", node+" "+script, "NODE_PATH="+modules)
+	writeExample(t, e, b, "example.js")
+	p := e.start(t, "npm-client", node+" example.js", "NODE_PATH="+modules)
 	if err := p.wait(time.Minute); err != nil {
-		t.Fatalf("the npm snippet failed: %v\n%s", err, p.tail())
+		t.Fatalf("the npm example failed: %v\n%s", err, p.tail())
+	}
+	if got := strings.TrimSpace(p.output()); got != idm[1] {
+		t.Errorf("the npm example printed the id %q, the README says %q", got, idm[1])
 	}
 	doc := loadDoc(t, "http://127.0.0.1:8080", "shop", idm[1])
 	if doc["name"] != "John" || collection(doc) != "Users" {
@@ -515,45 +475,19 @@ func runNpmClient(t *testing.T, e *env, b block) {
 	}
 }
 
-// runGoClient compiles the Go snippet in a main against the client
-// package of the copy, runs it against the node of the two commands, and
-// checks the id it printed and the document it stored.
+// runGoClient saves the Go example, a whole program, as printed in
+// example/main.go of the copy, runs it against the node of the two
+// commands, and checks the id it printed and the document it stored. It
+// creates the database itself: nothing is created for it.
 func runGoClient(t *testing.T, e *env, b block) {
 	idm := goIDRe.FindStringSubmatch(b.Text())
 	if idm == nil {
 		t.Fatalf(`%s: no 'is "<id>"' comment to check`, b)
 	}
-	// The README's Go snippet follows the npm snippet, which creates the
-	// database; when node could not run that one, create it the same way.
-	resp, err := http.Get("http://127.0.0.1:8080/topology?name=shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Log("the database shop does not exist (the npm snippet that creates it did not run); creating it over HTTP")
-		req, _ := http.NewRequest(http.MethodPut, "http://127.0.0.1:8080/admin/databases?name=shop", strings.NewReader(`{"DatabaseName":"shop"}`))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			t.Fatalf("creating shop: %d %s", resp.StatusCode, body)
-		}
-	}
-	dir := filepath.Join(e.dir, "readme-go-snippet")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), fmt.Appendf(nil, goSnippet, b.Text()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := e.start(t, "go-client", "go run ./readme-go-snippet")
+	writeExample(t, e, b, "example/main.go")
+	p := e.start(t, "go-client", "go run ./example")
 	if err := p.wait(4 * time.Minute); err != nil {
-		t.Fatalf("the Go snippet failed: %v\n%s", err, p.tail())
+		t.Fatalf("the Go example failed: %v\n%s", err, p.tail())
 	}
 	if got := strings.TrimSpace(p.output()); got != idm[1] {
 		t.Errorf("order.ID is %q after Store, the README says %q", got, idm[1])
@@ -662,4 +596,17 @@ func collection(doc map[string]any) string {
 	md, _ := doc["@metadata"].(map[string]any)
 	c, _ := md["@collection"].(string)
 	return c
+}
+
+// writeExample saves a README block exactly as printed (a whole program) at
+// name under the copy's root, where the README tells a newcomer to save it.
+func writeExample(t *testing.T, e *env, b block, name string) {
+	t.Helper()
+	path := filepath.Join(e.dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(b.Text()), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -81,6 +81,7 @@ fuzz FuzzReadIDs ./handlers/api
 fuzz FuzzMapper ./backend/index
 fuzz FuzzCheck ./backend/jsguard
 fuzz FuzzJSONValue ./backend/index
+fuzz FuzzReader ./backend/smuggler/dump
 
 step "npm client compatibility suite (ravendb 7.2.2)"
 bash compat/run.sh

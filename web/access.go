@@ -123,6 +123,13 @@ var routeRules = map[string]rule{
 	"GET /databases/:db/debug/identities": dbRead,
 	"GET /databases/:db/stats":            dbRead,
 
+	// Import and export (issue 13): an export reads, an import writes
+	// (documents, index definitions, identities, subscriptions), as in
+	// RavenDB, where both need only the database access.
+	"POST /databases/:db/smuggler/export":           dbRead.audited("smuggler.export", ""),
+	"POST /databases/:db/smuggler/import":           dbWrite.audited("smuggler.import", ""),
+	"POST /databases/:db/smuggler/validate-options": dbRead,
+
 	// Queries and indexes (issue 11). A dynamic query may create an auto
 	// index: that is part of querying, as in RavenDB.
 	"POST /databases/:db/queries":                     dbRead,

@@ -21,6 +21,9 @@ const (
 	// largest size, while a request's parsed commands (held in memory until
 	// they commit) stay bounded.
 	DefaultMaxRequestBody = 128 << 20
+	// DefaultMaxImportSize is the largest dump one import request may
+	// send: a database of tens of millions of documents.
+	DefaultMaxImportSize = 64 << 30
 	// DefaultMaxDocumentSize is the largest document a client may store.
 	DefaultMaxDocumentSize = 32 << 20
 	// DefaultMinDataRate and DefaultMinDataRateGrace are Kestrel's defaults,
@@ -51,15 +54,16 @@ const writePiece = 16 << 10
 // connection only when the current one is about to run out, so a fast
 // transfer sets one every few seconds, not one per Read or Write.
 type requestLimits struct {
-	maxBody int64 // bytes; no limit when <= 0
-	rate    float64
-	grace   time.Duration
-	slow    *prometheus.CounterVec // rookery_http_slow_clients_total{direction}
-	large   prometheus.Counter     // rookery_http_request_too_large_total
+	maxBody   int64 // bytes; no limit when <= 0
+	maxImport int64 // the same for dump imports
+	rate      float64
+	grace     time.Duration
+	slow      *prometheus.CounterVec // rookery_http_slow_clients_total{direction}
+	large     prometheus.Counter     // rookery_http_request_too_large_total
 }
 
 func newRequestLimits(cfg Config, reg prometheus.Registerer) *requestLimits {
-	l := &requestLimits{maxBody: cfg.MaxRequestBody, rate: float64(cfg.MinDataRate), grace: cfg.MinDataRateGrace,
+	l := &requestLimits{maxBody: cfg.MaxRequestBody, maxImport: cfg.MaxImportSize, rate: float64(cfg.MinDataRate), grace: cfg.MinDataRateGrace,
 		slow: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rookery_http_slow_clients_total",
 			Help: "Requests cut off because the client sent its body (read) or took the response (write) slower than --min-data-rate.",
@@ -78,9 +82,13 @@ func (l *requestLimits) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		r := c.Request()
 		raw := c.Response().Writer
 		ctl := http.NewResponseController(raw)
-		if l.maxBody > 0 && r.ContentLength > l.maxBody {
+		maxBody, flag := l.maxBody, "--max-request-body"
+		if isImport(r) {
+			maxBody, flag = l.maxImport, "--max-import-size"
+		}
+		if maxBody > 0 && r.ContentLength > maxBody {
 			l.large.Inc()
-			return l.tooLarge(r.ContentLength)
+			return l.tooLarge(r.ContentLength, maxBody, flag)
 		}
 		if isWebsocket(r) {
 			// Hijacked: the websocket library sets its own deadlines, and
@@ -90,11 +98,11 @@ func (l *requestLimits) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		var body *limitedBody
 		if r.Body != nil && r.Body != http.NoBody {
 			rc := r.Body
-			if l.maxBody > 0 {
+			if maxBody > 0 {
 				// MaxBytesReader (on net/http's own writer) also makes the
 				// server close the connection after the answer instead of
 				// reading the rest.
-				rc = http.MaxBytesReader(raw, rc, l.maxBody)
+				rc = http.MaxBytesReader(raw, rc, maxBody)
 			}
 			body = &limitedBody{rc: rc, ctl: ctl, l: l}
 			r.Body = body
@@ -114,7 +122,7 @@ func (l *requestLimits) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			switch {
 			case body.tooLarge:
 				l.large.Inc()
-				return l.tooLarge(-1)
+				return l.tooLarge(-1, maxBody, flag)
 			case body.tooSlow:
 				l.slow.WithLabelValues("read").Inc()
 				return l.tooSlowError(body.n, time.Since(body.start))
@@ -139,11 +147,17 @@ func (l *requestLimits) forBytes(n int64) time.Duration {
 	return time.Duration(float64(n) / l.rate * float64(time.Second))
 }
 
-func (l *requestLimits) tooLarge(size int64) error {
+func (l *requestLimits) tooLarge(size, limit int64, flag string) error {
 	if size > 0 {
-		return dberr.New(dberr.TooLarge, "The request body is %s; the largest request body this server accepts is %s (--max-request-body). Nothing was stored.", formatBytes(size), formatBytes(l.maxBody))
+		return dberr.New(dberr.TooLarge, "The request body is %s; the largest request body this server accepts is %s (%s). Nothing was stored.", formatBytes(size), formatBytes(limit), flag)
 	}
-	return dberr.New(dberr.TooLarge, "The request body is larger than %s, the largest request body this server accepts (--max-request-body). Nothing was stored.", formatBytes(l.maxBody))
+	return dberr.New(dberr.TooLarge, "The request body is larger than %s, the largest request body this server accepts (%s). Nothing was stored.", formatBytes(limit), flag)
+}
+
+// isImport is a dump import (POST /databases/{db}/smuggler/import), whose
+// body is held to --max-import-size instead of --max-request-body.
+func isImport(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/databases/") && strings.HasSuffix(r.URL.Path, "/smuggler/import")
 }
 
 func (l *requestLimits) tooSlowError(n int64, took time.Duration) error {

@@ -125,6 +125,10 @@ type Config struct {
 	// MaxDocumentSize is the largest document a client may store, in bytes
 	// of its JSON. DefaultMaxDocumentSize.
 	MaxDocumentSize int64
+	// MaxImportSize is the largest dump an import request may send (POST
+	// …/smuggler/import; those requests are not held to MaxRequestBody).
+	// DefaultMaxImportSize.
+	MaxImportSize int64
 	// MinDataRate is the slowest average rate, in bytes/s, at which a
 	// request body may arrive and a response be taken once MinDataRateGrace
 	// has passed. DefaultMinDataRate and DefaultMinDataRateGrace.
@@ -171,6 +175,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxDocumentSize == 0 {
 		c.MaxDocumentSize = DefaultMaxDocumentSize
 	}
+	if c.MaxImportSize == 0 {
+		c.MaxImportSize = DefaultMaxImportSize
+	}
 	if c.MinDataRate == 0 {
 		c.MinDataRate = DefaultMinDataRate
 	}
@@ -186,6 +193,7 @@ func (c Config) withDefaults() Config {
 	c.MaxConnections = max(c.MaxConnections, 0)
 	c.MaxRequestBody = max(c.MaxRequestBody, 0)
 	c.MaxDocumentSize = max(c.MaxDocumentSize, 0)
+	c.MaxImportSize = max(c.MaxImportSize, 0)
 	c.MinDataRate = max(c.MinDataRate, 0)
 	c.MaxLivePages = max(c.MaxLivePages, 0)
 	return c

@@ -27,7 +27,12 @@ const DefaultTimeLimit = 500 * time.Millisecond
 // Error is a script that does not compile, throws, runs out of time or
 // returns what is not a document. The HTTP layer reports it as a 400
 // JavaScriptException.
-type Error struct{ Msg string }
+type Error struct {
+	Msg string
+	// Thrown is the value the script threw when it threw a string
+	// (`throw 'skip'` in an export transform).
+	Thrown string
+}
 
 func (e *Error) Error() string { return e.Msg }
 
@@ -182,7 +187,13 @@ func (s *Script) Run(doc []byte, env Env) (out []byte, changed bool, err error) 
 		if _, ok := err.(*goja.InterruptedError); ok {
 			return nil, false, &Error{Msg: fmt.Sprintf("the patch script ran longer than its %s limit", s.TimeLimit)}
 		}
-		return nil, false, &Error{Msg: "the patch script failed: " + err.Error()}
+		e := &Error{Msg: "the patch script failed: " + err.Error()}
+		if ex, ok := err.(*goja.Exception); ok {
+			if s, ok := ex.Value().Export().(string); ok {
+				e.Thrown = s
+			}
+		}
+		return nil, false, e
 	}
 	res, err := stringify(goja.Undefined(), jsDoc)
 	if err != nil {

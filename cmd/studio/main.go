@@ -52,10 +52,10 @@ type options struct {
 	maxQueryLength, maxQueryDepth, maxJSONDepth                     int
 	maxChangeVectorLength, maxChangeVectorEntries, maxWorkerMessage int
 	// Limits (README "Limits"); see web.Config.
-	maxConnections, minDataRate, maxLivePages int
-	maxRequestBody, maxDocumentSize           byteSize
-	minDataRateGrace                          time.Duration
-	indexCleanupInterval                      time.Duration
+	maxConnections, minDataRate, maxLivePages  int
+	maxRequestBody, maxDocumentSize, maxImport byteSize
+	minDataRateGrace                           time.Duration
+	indexCleanupInterval                       time.Duration
 	// tagSet: --node-tag (or ROOKERY_NODE_TAG) was given explicitly.
 	tagSet bool
 }
@@ -98,9 +98,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.maxChangeVectorLength, "max-change-vector-length", changevector.DefaultMaxLength, "longest change vector accepted from a client or a replication peer, in bytes")
 	fs.IntVar(&o.maxChangeVectorEntries, "max-change-vector-entries", changevector.DefaultMaxEntries, "most entries of a change vector accepted from a client or a replication peer")
 	fs.IntVar(&o.maxWorkerMessage, "max-worker-message", web.DefaultMaxWorkerMessage, "largest message a subscription worker may send (header, options, acknowledgements), in bytes; a larger one closes the connection")
-	o.maxRequestBody, o.maxDocumentSize = web.DefaultMaxRequestBody, web.DefaultMaxDocumentSize
+	o.maxRequestBody, o.maxDocumentSize, o.maxImport = web.DefaultMaxRequestBody, web.DefaultMaxDocumentSize, web.DefaultMaxImportSize
 	fs.IntVar(&o.maxConnections, "max-connections", 0, "most open connections on the HTTP port, HTTP, websockets and subscription workers together (0: 3/4 of the open-file limit minus 256; -1: no cap)")
 	fs.Var(&o.maxRequestBody, "max-request-body", "largest request body, e.g. 128MiB (-1: no limit)")
+	fs.Var(&o.maxImport, "max-import-size", "largest dump one import request may send, e.g. 64GiB (-1: no limit)")
 	fs.Var(&o.maxDocumentSize, "max-document-size", "largest document a client may store, in bytes of its JSON, e.g. 32MiB (-1: no limit)")
 	fs.IntVar(&o.minDataRate, "min-data-rate", web.DefaultMinDataRate, "slowest average rate, in bytes/s, at which a request body may arrive or a response be read, once --min-data-rate-grace has passed (-1: off)")
 	fs.DurationVar(&o.minDataRateGrace, "min-data-rate-grace", web.DefaultMinDataRateGrace, "how long a body or a response write may go before --min-data-rate applies")
@@ -185,7 +186,7 @@ func run(args []string, stderr io.Writer) error {
 		IntegrityCheck: o.integrityCheck,
 		MaxQueryLength: o.maxQueryLength, MaxQueryDepth: o.maxQueryDepth, MaxJSONDepth: o.maxJSONDepth,
 		MaxChangeVectorLength: o.maxChangeVectorLength, MaxChangeVectorEntries: o.maxChangeVectorEntries, MaxWorkerMessage: o.maxWorkerMessage,
-		MaxConnections: o.maxConnections, MaxRequestBody: int64(o.maxRequestBody), MaxDocumentSize: int64(o.maxDocumentSize),
+		MaxConnections: o.maxConnections, MaxRequestBody: int64(o.maxRequestBody), MaxDocumentSize: int64(o.maxDocumentSize), MaxImportSize: int64(o.maxImport),
 		MinDataRate: o.minDataRate, MinDataRateGrace: o.minDataRateGrace, MaxLivePages: o.maxLivePages,
 		IndexCleanupInterval: o.indexCleanupInterval}
 	if err := resolveTag(&o, &cfg, log); err != nil {

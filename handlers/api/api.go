@@ -134,6 +134,7 @@ func (a *API) Register(e *echo.Echo) {
 	a.registerQueries(g)
 	a.registerIndexes(e, g)
 	a.registerOperations(e, g)
+	a.registerSmuggler(g)
 	e.GET("/info/remote-task/tcp", a.remoteTaskTCP)
 	a.registerCertificates(e)
 	g.GET("/info/tcp", a.legacyTCPInfo)

@@ -198,8 +198,8 @@ func (r *Reader) readErr(item int, err error) error {
 	msg := err.Error()
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		msg = "the stream ends here: the file is truncated"
-	} else if strings.Contains(msg, "checksum") || strings.Contains(msg, "invalid") || strings.Contains(msg, "corrupt") {
-		msg = "the compressed stream is damaged: " + msg
+	} else if r.compression != None {
+		msg = "the " + strings.ToLower(string(r.compression)) + " stream is damaged: " + msg
 	}
 	return r.fail(item, r.Offset(), "%s", msg)
 }

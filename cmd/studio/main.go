@@ -165,6 +165,9 @@ func run(args []string, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "cluster" {
 		return runCluster(args[1:], os.Stdout, stderr)
 	}
+	if len(args) > 0 && (args[0] == "export" || args[0] == "import") {
+		return runSmuggle(args[0], args[1:], os.Stdout, stderr)
+	}
 	o, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

@@ -31,7 +31,7 @@ something fails (for cron). The exit status is 0 only when everything went.
 func runSmuggle(verb string, args []string, stdout, stderr io.Writer) error {
 	var (
 		url, database, file, types, collections, certFile, caFile, transform string
-		useZstd, quiet                                                      bool
+		useZstd, quiet                                                       bool
 	)
 	fs := flag.NewFlagSet("studio "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -129,6 +129,11 @@ var routeRules = map[string]rule{
 	"POST /databases/:db/smuggler/export":           dbRead.audited("smuggler.export", ""),
 	"POST /databases/:db/smuggler/import":           dbWrite.audited("smuggler.import", ""),
 	"POST /databases/:db/smuggler/validate-options": dbRead,
+	// Server-side files, below --dump-dir only: a dump on the server into
+	// one database, and several databases at once (which may create them).
+	"GET /databases/:db/admin/smuggler/import": dbAdmin.audited("smuggler.import-file", "query:file"),
+	"POST /admin/smuggler/export-dir":          operator.audited("smuggler.export-dir", ""),
+	"POST /admin/smuggler/import-dir":          operator.audited("smuggler.import-dir", ""),
 
 	// Queries and indexes (issue 11). A dynamic query may create an auto
 	// index: that is part of querying, as in RavenDB.

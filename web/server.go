@@ -140,6 +140,10 @@ type Config struct {
 	// IndexCleanupInterval is how often the leader applies the auto-index
 	// cleanup rules. DefaultIndexCleanupInterval.
 	IndexCleanupInterval time.Duration
+	// DumpDir is the only directory server-side imports and exports read
+	// and write (several databases at once, an import from a file on the
+	// server); <DataDir>/dumps when empty.
+	DumpDir string
 }
 
 // applyLimits checks the parser limits of cfg, fills in the defaults, and
@@ -286,6 +290,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = "data"
 	}
+	if cfg.DumpDir == "" {
+		cfg.DumpDir = filepath.Join(cfg.DataDir, "dumps")
+	}
 	if cfg.RaftAddr == "" {
 		cfg.RaftAddr = RaftAddrFor(cfg.HTTPAddr)
 	}
@@ -386,7 +393,7 @@ func New(cfg Config) (*Server, error) {
 	s.operations = operations.New(operations.Options{Describe: describeError, OnChange: func(operations.Info) { s.hub.Notify("") }})
 	wire := &api.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs,
 		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: sec.wellKnown(), Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize,
-		Indexes: s.idx, Queries: s.queries, Operations: s.operations, Log: cfg.Logger}
+		Indexes: s.idx, Queries: s.queries, Operations: s.operations, Log: cfg.Logger, DumpDir: cfg.DumpDir}
 	if sec.secured {
 		wire.ServerThumbprint = sec.auth.Self
 	}

@@ -8,9 +8,13 @@ import (
 	"math/rand/v2"
 	"mime/multipart"
 	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rookerydb/rookery/internal/testserver"
 )
@@ -270,6 +274,80 @@ func TestTruncatedAndCorruptDumps(t *testing.T) {
 				}
 			}
 			t.Logf("%s %s: %d of 3000 documents imported before: %s", comp, c.name, len(got.Docs)-1, b)
+		}
+	}
+}
+
+func waitOperation(t *testing.T, url string, id float64) map[string]any {
+	t.Helper()
+	for i := 0; i < 600; i++ {
+		b := mustCall(t, 200, "GET", fmt.Sprintf("%s/operations/state?id=%d", url, int64(id)), "", nil)
+		var st map[string]any
+		json.Unmarshal(b, &st)
+		if st["Status"] != "InProgress" {
+			return st
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the operation did not end")
+	return nil
+}
+
+// Several databases at once: export-dir writes one dump per database into
+// a directory below the dump directory, import-dir reads them back into
+// databases of the same names (created when missing); server-side paths
+// never leave the dump directory.
+func TestExportAndImportDirectories(t *testing.T) {
+	n := testserver.Start(t)
+	for i, db := range []string{"alpha", "beta"} {
+		createDB(t, n.URL, db)
+		var cmds []map[string]any
+		for j := 0; j < 50*(i+1); j++ {
+			cmds = append(cmds, map[string]any{"Id": fmt.Sprintf("x/%d", j), "Type": "PUT", "Document": map[string]any{"J": j, "@metadata": map[string]any{"@collection": "X"}}})
+		}
+		body, _ := json.Marshal(map[string]any{"Commands": cmds})
+		mustCall(t, 201, "POST", n.URL+"/databases/"+db+"/bulk_docs", "application/json", body)
+	}
+	b := mustCall(t, 200, "POST", n.URL+"/admin/smuggler/export-dir", "application/json", []byte(`{"Directory":"nightly/2026-11-25"}`))
+	var op struct{ OperationId float64 }
+	json.Unmarshal(b, &op)
+	if st := waitOperation(t, n.URL, op.OperationId); st["Status"] != "Completed" {
+		t.Fatalf("export-dir: %v", st)
+	}
+	dir := filepath.Join(n.DataDir, "dumps", "nightly", "2026-11-25")
+	for _, db := range []string{"alpha", "beta"} {
+		if fi, err := os.Stat(filepath.Join(dir, db+".ravendbdump")); err != nil || fi.Size() < 100 {
+			t.Fatalf("%s's dump: %v", db, err)
+		}
+	}
+	// Back into new databases: rename the files, as an operator moving a
+	// server would name them.
+	os.MkdirAll(filepath.Join(n.DataDir, "dumps", "restore"), 0o755)
+	os.Rename(filepath.Join(dir, "alpha.ravendbdump"), filepath.Join(n.DataDir, "dumps", "restore", "alpha2.ravendbdump"))
+	os.Rename(filepath.Join(dir, "beta.ravendbdump"), filepath.Join(n.DataDir, "dumps", "restore", "beta2.ravendbdump"))
+	b = mustCall(t, 200, "POST", n.URL+"/admin/smuggler/import-dir", "application/json", []byte(`{"Directory":"restore"}`))
+	json.Unmarshal(b, &op)
+	if st := waitOperation(t, n.URL, op.OperationId); st["Status"] != "Completed" {
+		t.Fatalf("import-dir: %v", st)
+	}
+	for db, want := range map[string]int{"alpha2": 50, "beta2": 100} {
+		stats := string(mustCall(t, 200, "GET", n.URL+"/databases/"+db+"/stats", "", nil))
+		if !strings.Contains(stats, fmt.Sprintf(`"CountOfDocuments":%d`, want)) {
+			t.Errorf("%s: %s", db, stats)
+		}
+	}
+	// One file into one database.
+	createDB(t, n.URL, "gamma")
+	mustCall(t, 200, "GET", n.URL+"/databases/gamma/admin/smuggler/import?file=restore/alpha2.ravendbdump", "", nil)
+	// Paths that leave the dump directory are refused.
+	for _, bad := range []string{"../../etc", "/etc", "restore/../../x"} {
+		st, body := call(t, "POST", n.URL+"/admin/smuggler/export-dir", "application/json", strings.NewReader(`{"Directory":"`+bad+`"}`))
+		if st != 400 || !strings.Contains(string(body), "dump directory") {
+			t.Errorf("export-dir %q: %d %s", bad, st, body)
+		}
+		st, body = call(t, "GET", n.URL+"/databases/gamma/admin/smuggler/import?file="+url.QueryEscape(bad+"/passwd"), "", nil)
+		if st != 400 {
+			t.Errorf("import file %q: %d %s", bad, st, body)
 		}
 	}
 }

@@ -43,7 +43,7 @@ func main() {
 
 type options struct {
 	httpAddr, dataDir, nodeTag, publicURL, logLevel, logFormat string
-	raftAddr, join, replicationPeers, integrityCheck           string
+	raftAddr, join, replicationPeers, integrityCheck, dumpDir  string
 	replication                                                bool
 	shutdownTimeout                                            time.Duration
 	// Security.
@@ -101,6 +101,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	o.maxRequestBody, o.maxDocumentSize, o.maxImport = web.DefaultMaxRequestBody, web.DefaultMaxDocumentSize, web.DefaultMaxImportSize
 	fs.IntVar(&o.maxConnections, "max-connections", 0, "most open connections on the HTTP port, HTTP, websockets and subscription workers together (0: 3/4 of the open-file limit minus 256; -1: no cap)")
 	fs.Var(&o.maxRequestBody, "max-request-body", "largest request body, e.g. 128MiB (-1: no limit)")
+	fs.StringVar(&o.dumpDir, "dump-dir", "", "the only directory server-side imports and exports read and write (default <data-dir>/dumps)")
 	fs.Var(&o.maxImport, "max-import-size", "largest dump one import request may send, e.g. 64GiB (-1: no limit)")
 	fs.Var(&o.maxDocumentSize, "max-document-size", "largest document a client may store, in bytes of its JSON, e.g. 32MiB (-1: no limit)")
 	fs.IntVar(&o.minDataRate, "min-data-rate", web.DefaultMinDataRate, "slowest average rate, in bytes/s, at which a request body may arrive or a response be read, once --min-data-rate-grace has passed (-1: off)")
@@ -191,7 +192,7 @@ func run(args []string, stderr io.Writer) error {
 		MaxChangeVectorLength: o.maxChangeVectorLength, MaxChangeVectorEntries: o.maxChangeVectorEntries, MaxWorkerMessage: o.maxWorkerMessage,
 		MaxConnections: o.maxConnections, MaxRequestBody: int64(o.maxRequestBody), MaxDocumentSize: int64(o.maxDocumentSize), MaxImportSize: int64(o.maxImport),
 		MinDataRate: o.minDataRate, MinDataRateGrace: o.minDataRateGrace, MaxLivePages: o.maxLivePages,
-		IndexCleanupInterval: o.indexCleanupInterval}
+		IndexCleanupInterval: o.indexCleanupInterval, DumpDir: o.dumpDir}
 	if err := resolveTag(&o, &cfg, log); err != nil {
 		return err
 	}

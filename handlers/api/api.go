@@ -81,6 +81,8 @@ type API struct {
 	// MaxDocumentSize is the largest document (its JSON, in bytes) a client
 	// may store; no limit when zero.
 	MaxDocumentSize int64
+	// DumpDir is where server-side imports and exports read and write.
+	DumpDir string
 
 	// proposed are the tags nextTag handed out in the last minute, so nodes
 	// started together (asking before either joined) get different ones.
@@ -135,6 +137,7 @@ func (a *API) Register(e *echo.Echo) {
 	a.registerIndexes(e, g)
 	a.registerOperations(e, g)
 	a.registerSmuggler(g)
+	a.registerSmugglerAdmin(e, g)
 	e.GET("/info/remote-task/tcp", a.remoteTaskTCP)
 	a.registerCertificates(e)
 	g.GET("/info/tcp", a.legacyTCPInfo)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,12 +10,15 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/operations"
 	"github.com/rookerydb/rookery/backend/smuggler"
@@ -271,4 +275,194 @@ func (a *API) smugglerValidate(c echo.Context) error {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+func (a *API) registerSmugglerAdmin(e *echo.Echo, g *echo.Group) {
+	g.GET("/admin/smuggler/import", a.smugglerImportFile)
+	e.POST("/admin/smuggler/export-dir", a.smugglerExportDir)
+	e.POST("/admin/smuggler/import-dir", a.smugglerImportDir)
+}
+
+// smugglerImportFile is GET /databases/{db}/admin/smuggler/import?file=:
+// a dump on the server's disk, below --dump-dir.
+func (a *API) smugglerImportFile(c echo.Context) error {
+	db, err := a.db(c)
+	if err != nil {
+		return err
+	}
+	path, err := smuggler.DumpPath(a.DumpDir, c.QueryParam("file"))
+	if err != nil {
+		return err
+	}
+	if c.QueryParam("file") == "" {
+		return dberr.New(dberr.BadRequest, "Query string parameter 'file' is required: a dump below the server's dump directory")
+	}
+	id, err := smugglerOperationID(c)
+	if err != nil {
+		return err
+	}
+	o, err := smuggler.ParseOptions(nil)
+	if err != nil {
+		return err
+	}
+	f, err := openDump(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	snap, err := a.runImport(c.Request().Context(), db, id, o, f, "import of "+c.QueryParam("file")+" into "+db.Name())
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, snap)
+}
+
+func openDump(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, dberr.New(dberr.BadRequest, "the dump file: %v", err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, dberr.New(dberr.BadRequest, "the dump %s is not a file", filepath.Base(path))
+	}
+	return f, nil
+}
+
+// dirRequest is the body of export-dir and import-dir.
+type dirRequest struct {
+	// Directory below --dump-dir ("" for the dump directory itself).
+	Directory string
+	// Databases to export or import; empty for all (every database of
+	// this node, or every dump of the directory).
+	Databases []string
+	// Options of each export or import (DatabaseSmugglerOptions).
+	Options json.RawMessage
+}
+
+func (a *API) readDirRequest(c echo.Context) (dirRequest, string, smuggler.Options, error) {
+	var req dirRequest
+	if err := readJSON(c, maxSmugglerOptions, &req, "the request"); err != nil {
+		return req, "", smuggler.Options{}, err
+	}
+	dir, err := smuggler.DumpPath(a.DumpDir, req.Directory)
+	if err != nil {
+		return req, "", smuggler.Options{}, err
+	}
+	o, err := smuggler.ParseOptions(req.Options)
+	return req, dir, o, err
+}
+
+// smugglerExportDir is POST /admin/smuggler/export-dir: every database of
+// this node, or the ones named, each to <dir>/<name>.ravendbdump, as one
+// server operation; the answer names it at once.
+func (a *API) smugglerExportDir(c echo.Context) error {
+	req, dir, o, err := a.readDirRequest(c)
+	if err != nil {
+		return err
+	}
+	names := req.Databases
+	if len(names) == 0 {
+		names = a.Catalog.Names()
+	}
+	var dbs []*storage.DB
+	for _, n := range names {
+		db, err := a.Catalog.Get(n)
+		if err != nil {
+			return err
+		}
+		dbs = append(dbs, db)
+	}
+	m := smuggler.NewMulti()
+	id, err := a.Operations.Start("", 0, "ServerExport", fmt.Sprintf("export of %d databases to %s", len(dbs), orDefault(req.Directory, "the dump directory")), true,
+		func(ctx context.Context, p *operations.Progress) (any, error) {
+			stop := publish(ctx, p, m.Snapshot)
+			defer stop()
+			if err := smuggler.ExportDir(ctx, dbs, a.smugglerServices(), o, dir, m); err != nil {
+				return nil, err
+			}
+			if err := m.Err(); err != nil {
+				return nil, err
+			}
+			return m.Snapshot(), nil
+		})
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, map[string]any{"OperationId": id, "OperationNodeTag": a.NodeTag})
+}
+
+// smugglerImportDir is POST /admin/smuggler/import-dir: each
+// <name>.ravendbdump of the directory (or the ones named) into the database
+// of that name, created when missing, as one server operation.
+func (a *API) smugglerImportDir(c echo.Context) error {
+	req, dir, o, err := a.readDirRequest(c)
+	if err != nil {
+		return err
+	}
+	files, err := smuggler.DirEntries(dir)
+	if err != nil {
+		return err
+	}
+	if len(req.Databases) > 0 {
+		chosen := map[string]string{}
+		for _, n := range req.Databases {
+			f, ok := files[n]
+			if !ok {
+				return dberr.New(dberr.BadRequest, "no %s%s in %s", n, smuggler.Ext, orDefault(req.Directory, "the dump directory"))
+			}
+			chosen[n] = f
+		}
+		files = chosen
+	}
+	if len(files) == 0 {
+		return dberr.New(dberr.BadRequest, "no %s file in %s", smuggler.Ext, orDefault(req.Directory, "the dump directory"))
+	}
+	m := smuggler.NewMulti()
+	lim := dump.Limits{MaxItem: int(min(a.MaxDocumentSize+1<<20, 1<<30))}
+	open := func(name string) (*storage.DB, error) {
+		if db, err := a.Catalog.Get(name); err == nil {
+			return db, nil
+		}
+		d := cluster.Database{Name: name, Members: a.membersFor(1)}
+		if err := a.Catalog.CreateInCluster(context.Background(), a.Cluster, d, a.NodeTag); err != nil {
+			return nil, err
+		}
+		return a.Catalog.Get(name)
+	}
+	id, err := a.Operations.Start("", 0, "ServerImport", fmt.Sprintf("import of %d dumps from %s", len(files), orDefault(req.Directory, "the dump directory")), true,
+		func(ctx context.Context, p *operations.Progress) (any, error) {
+			stop := publish(ctx, p, m.Snapshot)
+			defer stop()
+			if err := smuggler.ImportDir(ctx, files, open, a.smugglerServices(), o, lim, m); err != nil {
+				return nil, err
+			}
+			if err := m.Err(); err != nil {
+				return nil, err
+			}
+			return m.Snapshot(), nil
+		})
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, map[string]any{"OperationId": id, "OperationNodeTag": a.NodeTag})
+}
+
+// publish sets the operation's progress from snap every 200 ms until
+// stopped.
+func publish(ctx context.Context, p *operations.Progress, snap func() map[string]any) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				p.Set(snap())
+			}
+		}
+	}()
+	return cancel
 }

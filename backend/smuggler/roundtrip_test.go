@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rookerydb/rookery/backend/smuggler"
 	"github.com/rookerydb/rookery/internal/testserver"
 )
 
@@ -349,5 +351,58 @@ func TestExportAndImportDirectories(t *testing.T) {
 		if st != 400 {
 			t.Errorf("import file %q: %d %s", bad, st, body)
 		}
+	}
+}
+
+// The curl command the studio offers is run for real against a running
+// node (bash, as printed), and the file it wrote is imported back; the
+// crontab line is the same command with its % escaped and a dated file.
+func TestGeneratedCurlCommandRuns(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed (.ci/run installs it)")
+	}
+	n := testserver.Start(t)
+	createDB(t, n.URL, "shop")
+	var cmds []map[string]any
+	for j := 0; j < 120; j++ {
+		cmds = append(cmds, map[string]any{"Id": fmt.Sprintf("orders/%d", j), "Type": "PUT", "Document": map[string]any{"Total": j, "Note": "it's 100% \"fine\" & good", "@metadata": map[string]any{"@collection": "Orders"}}})
+	}
+	cmds = append(cmds, map[string]any{"Id": "people/1", "Type": "PUT", "Document": map[string]any{"Name": "x", "@metadata": map[string]any{"@collection": "People"}}})
+	body, _ := json.Marshal(map[string]any{"Commands": cmds})
+	mustCall(t, 201, "POST", n.URL+"/databases/shop/bulk_docs", "application/json", body)
+	f := false
+	o, err := smuggler.ParseOptions([]byte(`{"OperateOnTypes":"Documents,Indexes","Collections":["Orders"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.IncludeExpired = &f
+	o.TransformScript = "if (this.Total % 2 === 1) throw 'skip'; this.Note = this.Note + \" (it's exported)\";"
+	c := smuggler.ExportCommands(smuggler.CommandOptions{ServerURL: n.URL, Database: "shop", FileName: "shop's orders"}, o)
+	if !strings.HasPrefix(c.Cron, "0 2 * * * curl ") || !strings.Contains(c.Cron, `\%F`) || strings.Contains(strings.ReplaceAll(c.Cron, `\%`, ""), "%") {
+		t.Errorf("crontab line: %s", c.Cron)
+	}
+	if !strings.Contains(c.PowerShell, `\"OperateOnTypes\"`) || !strings.HasPrefix(c.PowerShell, "curl.exe ") {
+		t.Errorf("PowerShell line: %s", c.PowerShell)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("bash", "-c", c.Bash)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s\n%v\n%s", c.Bash, err, out)
+	}
+	dump, err := os.ReadFile(filepath.Join(dir, "shop's orders.ravendbdump"))
+	if err != nil {
+		t.Fatalf("the command wrote no file: %v", err)
+	}
+	createDB(t, n.URL, "restored")
+	if st, b := importDump(t, n.URL, "restored", dump, "{}"); st != 200 {
+		t.Fatalf("import: %d %s", st, b)
+	}
+	got := take(t, n.URL, "restored")
+	if len(got.Docs) != 60 {
+		t.Fatalf("%d documents back, want the 60 even orders", len(got.Docs))
+	}
+	if d := got.Docs["orders/4"]; !strings.Contains(d, `it's 100% \"fine\" \u0026 good (it's exported)`) {
+		t.Fatalf("orders/4 came back as %s", d)
 	}
 }

@@ -25,6 +25,10 @@ const EmptyCollection = "@empty"
 type Parsed struct {
 	Body       []byte // stored form
 	Collection string // from @metadata.@collection, or EmptyCollection
+	// Server is what the server-owned metadata said when it was a string
+	// (@id, @change-vector, @last-modified…); it is not in Body. An import
+	// reads a dump's ids and change vectors from here.
+	Server map[string]string
 }
 
 // serverOwned are metadata keys the server computes; incoming values are dropped.
@@ -107,7 +111,7 @@ func ReadMax(dec *jsontext.Decoder, max int64) (Parsed, error) {
 		}
 		if isName(name, "@metadata") {
 			hasMeta = true
-			meta, p.Collection, err = readMetadata(dec, limit)
+			meta, p.Collection, err = readMetadata(dec, limit, &p)
 			if err != nil {
 				return p, err
 			}
@@ -154,7 +158,7 @@ func ReadMax(dec *jsontext.Decoder, max int64) (Parsed, error) {
 	return p, nil
 }
 
-func readMetadata(dec *jsontext.Decoder, limit int) (members []byte, collection string, err error) {
+func readMetadata(dec *jsontext.Decoder, limit int, p *Parsed) (members []byte, collection string, err error) {
 	switch k := dec.PeekKind(); k {
 	case '{':
 	case 'n':
@@ -214,6 +218,12 @@ func readMetadata(dec *jsontext.Decoder, limit int) (members []byte, collection 
 		}
 		if drop {
 			members = members[:mark]
+			if serverOwned[key] && len(val) > 0 && val[0] == '"' {
+				if p.Server == nil {
+					p.Server = make(map[string]string, 3)
+				}
+				p.Server[key] = nameString(val)
+			}
 			continue
 		}
 		members = append(members, val...)

@@ -57,7 +57,11 @@ func Import(ctx context.Context, db *storage.DB, svc Services, o Options, r io.R
 	imp := &importer{ctx: ctx, db: db, svc: svc, o: o, res: res, transform: transform}
 	defer func() {
 		// Whatever stopped the import, what was read before it is kept.
-		if ferr := imp.flush(); ferr != nil && err == nil {
+		ferr := imp.flush()
+		if werr := imp.wait(); ferr == nil {
+			ferr = werr
+		}
+		if ferr != nil && err == nil {
 			err = ferr
 		}
 	}()
@@ -106,6 +110,7 @@ type importer struct {
 	batchBytes int
 	conflicts  bool // the batch holds conflict versions
 	pending    bool // the batch is full: write it before the next item
+	inflight   <-chan error
 	skipped    map[string]bool
 }
 
@@ -303,7 +308,7 @@ func (imp *importer) item(it *dump.Item) error {
 }
 
 // doc reads one document of a dump: its @metadata gives the id, the
-// change vector and the last modification.
+// change vector and the last modification (parsed once, with the body).
 func (imp *importer) doc(raw []byte) error {
 	if imp.transform != nil {
 		out, _, err := imp.transform.Run(raw, patch.Env{})
@@ -317,34 +322,23 @@ func (imp *importer) doc(raw []byte) error {
 		}
 		raw = out
 	}
-	var meta struct {
-		Metadata struct {
-			ID           string `json:"@id"`
-			ChangeVector string `json:"@change-vector"`
-			LastModified string `json:"@last-modified"`
-			Collection   string `json:"@collection"`
-		} `json:"@metadata"`
+	p, err := document.Parse(raw)
+	if err != nil {
+		return err
 	}
-	if err := json.Unmarshal(raw, &meta); err != nil {
-		return fmt.Errorf("a document that is not a JSON object: %v", err)
-	}
-	m := meta.Metadata
-	if m.ID == "" {
+	id := p.Server["@id"]
+	if id == "" {
 		return errors.New("a document without @metadata.@id")
 	}
-	if !imp.o.wantsCollection(m.Collection) {
+	if !imp.o.wantsCollection(p.Collection) {
 		imp.res.add(func() { imp.res.Documents.SkippedCount++ })
 		return nil
 	}
-	p, err := document.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("document %s: %w", m.ID, err)
-	}
-	lm, ok := parseTime(m.LastModified)
+	lm, ok := parseTime(p.Server["@last-modified"])
 	if !ok {
 		lm = time.Now().UTC()
 	}
-	imp.add(storage.Item{Type: "Put", ID: m.ID, Collection: p.Collection, ChangeVector: m.ChangeVector, LastModified: lm, Body: p.Body})
+	imp.add(storage.Item{Type: "Put", ID: id, Collection: p.Collection, ChangeVector: p.Server["@change-vector"], LastModified: lm, Body: p.Body})
 	imp.res.add(func() { imp.res.Documents.ReadCount++ })
 	return nil
 }
@@ -357,18 +351,23 @@ func (imp *importer) add(it storage.Item) {
 	}
 }
 
-// flush writes the batch in one transaction: documents with a change
-// vector go in as replicated versions (they keep it; concurrent versions of
-// one id become a conflict, as they would by replication), the others as
-// new writes.
+// flush hands the batch to the database as one transaction and goes on
+// reading while it commits (one batch in flight; the next flush waits for
+// it). Documents with a change vector go in as replicated versions (they
+// keep it; concurrent versions of one id become a conflict, as they would
+// by replication), the others as new writes.
 func (imp *importer) flush() error {
+	if err := imp.wait(); err != nil {
+		return err
+	}
 	if len(imp.batch) == 0 {
 		return nil
 	}
 	batch := imp.batch
-	imp.batch, imp.batchBytes, imp.pending, imp.conflicts = imp.batch[:0:0], 0, false, false
-	var last int64
-	err := imp.db.Write(imp.ctx, func(tx *storage.Tx) error {
+	imp.batch, imp.batchBytes, imp.pending, imp.conflicts = make([]storage.Item, 0, importBatch), 0, false, false
+	res := imp.res
+	imp.inflight = imp.db.Submit(imp.ctx, func(tx *storage.Tx) error {
+		var last int64
 		for _, it := range batch {
 			if it.ChangeVector == "" {
 				info, err := tx.Put(it.ID, document.Parsed{Body: it.Body, Collection: it.Collection}, nil)
@@ -382,16 +381,30 @@ func (imp *importer) flush() error {
 				return fmt.Errorf("document %s: %w", it.ID, err)
 			}
 		}
+		if last > 0 {
+			res.add(func() { res.Documents.LastEtag = last })
+		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if last == 0 {
-		last = imp.db.LastEtag()
-	}
-	imp.res.add(func() { imp.res.Documents.LastEtag = last })
 	return nil
+}
+
+// wait waits for the batch in flight, if any.
+func (imp *importer) wait() error {
+	if imp.inflight == nil {
+		return nil
+	}
+	err := <-imp.inflight
+	imp.inflight = nil
+	if err == nil {
+		last := imp.db.LastEtag()
+		imp.res.add(func() {
+			if imp.res.Documents.LastEtag < last {
+				imp.res.Documents.LastEtag = last
+			}
+		})
+	}
+	return err
 }
 
 func parseTime(s string) (time.Time, bool) {

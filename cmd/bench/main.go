@@ -67,6 +67,7 @@ type config struct {
 	tlsDocs     int             // tls: documents per bulk-insert round (0 skips the bulk comparison)
 	tlsRounds   int             // tls: interleaved bulk-insert rounds
 	indexDocs   int             // indexes: documents in the indexed collection (0 skips)
+	smugDocs    int             // smuggler: documents exported and imported (0 skips)
 	refDocs     int             // indexes: documents referencing one document (LoadDocument)
 	only        map[string]bool // sections to run; all when empty
 	dir         string
@@ -92,6 +93,7 @@ func main() {
 	flag.IntVar(&c.tlsRounds, "tls-rounds", 10, "tls section: interleaved bulk-insert rounds (plain and TLS each, order alternating)")
 	flag.IntVar(&c.handshakes, "handshakes", 2000, "tls section: requests on new connections per kind (plain, full handshake, resumed) (0 skips them)")
 	flag.IntVar(&c.indexDocs, "index-docs", 1_000_000, "indexes: documents in the indexed collection (0 skips the section)")
+	flag.IntVar(&c.smugDocs, "smuggler-docs", 1_000_000, "smuggler: documents exported and imported (0 skips the section)")
 	flag.IntVar(&c.refDocs, "ref-docs", 10_000, "indexes: documents referencing one document for the LoadDocument measurement")
 	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
@@ -162,7 +164,7 @@ func main() {
 }
 
 // sections are the report's parts, for -only.
-var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes"}
+var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler"}
 
 // runs tells whether a section is part of this run.
 func (c config) runs(section string) bool { return len(c.only) == 0 || c.only[section] }
@@ -263,6 +265,15 @@ func run(c config, out io.Writer) error {
 
 	if c.runs("indexes") && c.indexDocs > 0 {
 		if err := indexesBench(out, c.dir, c.indexDocs, c.refDocs); err != nil {
+			return err
+		}
+	}
+	if c.runs("smuggler") && c.smugDocs > 0 {
+		d := filepath.Join(c.dir, "smuggler-bench")
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+		if err := smugglerBench(out, d, c.smugDocs); err != nil {
 			return err
 		}
 	}

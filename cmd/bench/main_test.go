@@ -102,3 +102,20 @@ func TestBenchIndexesSmoke(t *testing.T) {
 	}
 	t.Log("\n" + s)
 }
+
+// The smuggler section runs end to end at a small size: the node as its own
+// process, export, import, and the report's lines.
+func TestBenchSmugglerSmoke(t *testing.T) {
+	var out bytes.Buffer
+	c := config{smugDocs: 2000, only: map[string]bool{"smuggler": true}, dir: t.TempDir()}
+	if err := run(c, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	s := out.String()
+	for _, want := range []string{"HTTP bulk insert", "export (one request", "import (one multipart request", "export peak RSS with 200 documents"} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("report lacks %q:\n%s", want, s)
+		}
+	}
+	t.Log("\n" + s)
+}

@@ -25,11 +25,11 @@ func TestCompareOrdersNumbersByValue(t *testing.T) {
 		{"v1.2.10", "v1.2.9", 1},
 		{"7", "007", -1}, // same number: fewer leading zeros first
 		{"007", "7", 1},
-		{"a07c", "a7b", 1},  // the text after the number decides before the zeros
+		{"a07c", "a7b", 1}, // the text after the number decides before the zeros
 		{"00", "0", 1},
 		{"99999999999999999999999999", "100000000000000000000000000", -1}, // no overflow
-		{"a1", "a/", 1},   // a digit against other text compares as bytes
-		{"a01", "a/", 1},  // whatever the digit
+		{"a1", "a/", 1},  // a digit against other text compares as bytes
+		{"a01", "a/", 1}, // whatever the digit
 		{"orders/2", "orders/11", -1},
 		{"é2", "é10", -1},
 	} {

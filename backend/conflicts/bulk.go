@@ -125,7 +125,7 @@ type Progress struct {
 	// conflicted, or declined (a preview: declined, left for a person).
 	Skipped   int
 	Errors    int
-	Expired   bool `json:",omitempty"` // a preview whose items were dropped to bound memory
+	Expired   bool   `json:",omitempty"` // a preview whose items were dropped to bound memory
 	LastError string `json:",omitempty"`
 	Started   time.Time
 	Ended     time.Time `json:",omitzero"`

@@ -438,11 +438,11 @@ func ConflictsPage(p ConflictsPageData) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = ConflictsListView(p.List).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = ConflictOps(p.List.DB, p.Ops).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = ConflictOps(p.List.DB, p.Ops).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = ConflictsListView(p.List).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -463,7 +463,7 @@ func summaryOutcome(r SummaryRow) []string {
 		out = append(out, Num(int64(r.Merged))+" merged by the script")
 	}
 	if r.ToDeletion > 0 {
-		out = append(out, Num(int64(r.ToDeletion))+plural(r.ToDeletion, " deleted", " deleted"))
+		out = append(out, Num(int64(r.ToDeletion))+" deleted")
 	}
 	if r.Declined > 0 {
 		out = append(out, Num(int64(r.Declined))+" left for a person")

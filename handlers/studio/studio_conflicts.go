@@ -444,6 +444,9 @@ func (s *Studio) conflictsApply(c echo.Context) error {
 	if raw := c.FormValue("preview"); raw != "" {
 		pv, err := s.previewOp(db, raw)
 		if err == nil {
+			// Back to the list as the preview's scope filtered it.
+			scope := pv.Progress().Spec.Scope
+			back = string(views.DBURLQ(db.Name(), "conflicts", conflictsQuery{collection: scope.Collection, prefix: scope.Prefix}.base()))
 			op, err = s.Conflicts.ApplyPreview(db, pv, previewBy(pv.Progress().ID))
 		}
 		if err != nil {

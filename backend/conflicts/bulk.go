@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/natural"
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
@@ -51,13 +53,54 @@ type PreviewItem struct {
 	ID          string
 	Collection  string
 	Fingerprint string
-	Versions    []storage.Version
-	Strategy    string // the strategy that applies (configured resolves per collection)
-	Winner      int    // index into Versions, -1 when merged or declined
-	Declined    bool   // left for a person
-	Result      *storage.Resolution
-	Error       string
+	// Versions are the id's versions; a preview operation keeps them
+	// without their bodies (Body nil), to hold a whole scope in memory.
+	Versions []storage.Version
+	Strategy string // the strategy that applies (configured resolves per collection)
+	Winner   int    // index into Versions, -1 when merged or declined
+	Declined bool   // left for a person
+	// Result is what it resolves to (nil when declined or failed); in a
+	// preview operation without its body.
+	Result *storage.Resolution
+	Error  string
 }
+
+// Resolves tells whether the strategy resolves the id.
+func (it PreviewItem) Resolves() bool { return it.Result != nil && it.Error == "" }
+
+// Outcome names what the strategy does to the id: "version" (one of the
+// versions as it is), "deletion", "merged" (a script's new document),
+// "declined" (left for a person) or "error".
+func (it PreviewItem) Outcome() string {
+	switch {
+	case it.Error != "":
+		return OutcomeError
+	case it.Declined || it.Result == nil:
+		return OutcomeDeclined
+	case it.Result.Tombstone:
+		return OutcomeDeletion
+	case it.Winner < 0:
+		return OutcomeMerged
+	}
+	return OutcomeVersion
+}
+
+// Outcomes of a strategy on one id (PreviewItem.Outcome).
+const (
+	OutcomeVersion  = "version"
+	OutcomeDeletion = "deletion"
+	OutcomeMerged   = "merged"
+	OutcomeDeclined = "declined"
+	OutcomeError    = "error"
+)
+
+// Operation kinds: a resolution writes; a preview only decides, over the
+// whole scope, and keeps what it decided for the person to look at and
+// apply.
+const (
+	KindResolve = "resolve"
+	KindPreview = "preview"
+)
 
 // Operation states.
 const (
@@ -69,15 +112,20 @@ const (
 
 // Progress is an operation's state.
 type Progress struct {
-	ID        int64
-	Database  string
-	Spec      Spec
-	State     string
-	Total     int // conflicted ids in scope when it started
-	Done      int // ids looked at
-	Resolved  int
-	Skipped   int // changed since the preview, no longer conflicted, or declined
+	ID       int64
+	Kind     string // resolve or preview
+	Database string
+	Spec     Spec
+	State    string
+	Total    int // conflicted ids in scope when it started
+	Done     int // ids looked at
+	// Resolved counts the ids resolved (a preview: that would resolve).
+	Resolved int
+	// Skipped counts the ids changed since the preview, no longer
+	// conflicted, or declined (a preview: declined, left for a person).
+	Skipped   int
 	Errors    int
+	Expired   bool   `json:",omitempty"` // a preview whose items were dropped to bound memory
 	LastError string `json:",omitempty"`
 	Started   time.Time
 	Ended     time.Time `json:",omitzero"`
@@ -90,8 +138,24 @@ type Operation struct {
 	mu     sync.Mutex
 	p      Progress
 	cursor string // last key handled: resume starts after it
+	// pinned are the ids of an operation pinned to a preview, in natural
+	// order; pos is how many are handled (resume starts there).
+	pinned []string
+	pos    int
+	items  []PreviewItem // a preview's decisions
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// Items returns a finished preview's decisions in natural id order (nil
+// while it runs, or once expired).
+func (o *Operation) Items() []PreviewItem {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.p.State != Done {
+		return nil
+	}
+	return o.items
 }
 
 // Progress returns a copy of the operation's state.
@@ -121,11 +185,21 @@ type Manager struct {
 	Auto     *Auto // for the configured strategy
 	Chunk    int   // ids per transaction (256 when 0)
 	OnChange func(database string)
+	// KeepPreviews is how many finished previews keep their decisions
+	// (DefaultKeepPreviews when 0); an older one must be run again.
+	KeepPreviews int
 
 	mu   sync.Mutex
 	next int64
 	ops  map[int64]*Operation
+
+	sumMu     sync.Mutex
+	summaries map[string]*cachedSummary // database → last summary
 }
+
+// DefaultKeepPreviews bounds the previews held in memory: each holds one
+// small record per conflicted id in its scope.
+const DefaultKeepPreviews = 8
 
 // NewManager returns a manager using the engine (and auto's configuration
 // for the configured strategy).
@@ -252,18 +326,69 @@ func (m *Manager) Preview(ctx context.Context, st Store, spec Spec, limit int) (
 	return out, total, nil
 }
 
-// Start begins a bulk resolution in the background.
+// Start begins a bulk resolution in the background. An operation pinned
+// to a preview (Spec.Expected) walks exactly the previewed ids, however
+// many, in natural order; otherwise it walks the scope.
 func (m *Manager) Start(st Store, spec Spec) (*Operation, error) {
+	return m.begin(st, spec, KindResolve)
+}
+
+// StartPreview decides the whole scope in the background without writing:
+// the operation's progress counts what would resolve, and Items gives
+// every decision once it is done. ApplyPreview resolves exactly that.
+func (m *Manager) StartPreview(st Store, spec Spec) (*Operation, error) {
+	spec.Expected = nil
+	return m.begin(st, spec, KindPreview)
+}
+
+// ApplyPreview starts the resolution a finished preview showed: every id
+// it would resolve, each only while its versions are those previewed.
+func (m *Manager) ApplyPreview(st Store, preview *Operation, by string) (*Operation, error) {
+	p := preview.Progress()
+	if p.Kind != KindPreview || !strings.EqualFold(p.Database, st.Name()) {
+		return nil, dberr.New(dberr.BadRequest, "operation %d is not a preview of %s", p.ID, st.Name())
+	}
+	if p.State != Done {
+		return nil, dberr.New(dberr.BadRequest, "preview %d is %s; apply a finished preview", p.ID, p.State)
+	}
+	items := preview.Items()
+	if p.Expired || items == nil {
+		return nil, dberr.New(dberr.BadRequest, "preview %d is too old to apply (newer previews replaced it); preview again", p.ID)
+	}
+	spec := p.Spec
+	spec.By, spec.Expected = by, map[string]string{}
+	for _, it := range items {
+		if it.Resolves() {
+			spec.Expected[it.ID] = it.Fingerprint
+		}
+	}
+	if len(spec.Expected) == 0 {
+		return nil, dberr.New(dberr.BadRequest, "preview %d resolves nothing; choose another strategy", p.ID)
+	}
+	return m.begin(st, spec, KindResolve)
+}
+
+func (m *Manager) begin(st Store, spec Spec, kind string) (*Operation, error) {
 	if err := m.checkSpec(&spec); err != nil {
 		return nil, err
 	}
-	total, err := st.ConflictTotal(context.Background(), spec.filter())
-	if err != nil {
-		return nil, err
+	op := &Operation{m: m, store: st}
+	var total int
+	if spec.Expected != nil {
+		for id := range spec.Expected {
+			op.pinned = append(op.pinned, id)
+		}
+		slices.SortFunc(op.pinned, func(a, b string) int { return natural.Compare(storage.LowerID(a), storage.LowerID(b)) })
+		total = len(op.pinned)
+	} else {
+		var err error
+		if total, err = st.ConflictTotal(context.Background(), spec.filter()); err != nil {
+			return nil, err
+		}
 	}
 	m.mu.Lock()
 	m.next++
-	op := &Operation{m: m, store: st, p: Progress{ID: m.next, Database: st.Name(), Spec: spec, Total: total, Started: time.Now().UTC()}}
+	op.p = Progress{ID: m.next, Kind: kind, Database: st.Name(), Spec: spec, Total: total, Started: time.Now().UTC()}
 	m.ops[op.p.ID] = op
 	m.trim()
 	m.mu.Unlock()
@@ -271,18 +396,31 @@ func (m *Manager) Start(st Store, spec Spec) (*Operation, error) {
 	return op, nil
 }
 
-// trim keeps the 100 newest finished operations. Called with m.mu held.
+// trim keeps the 100 newest finished operations, and the decisions of the
+// newest finished previews only. Called with m.mu held.
 func (m *Manager) trim() {
-	if len(m.ops) <= 100 {
-		return
-	}
 	ids := make([]int64, 0, len(m.ops))
 	for id := range m.ops {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
-	for _, id := range ids[:len(ids)-100] {
-		if m.ops[id].Progress().State != Running {
+	sort.Slice(ids, func(a, b int) bool { return ids[a] > ids[b] })
+	keep := m.KeepPreviews
+	if keep <= 0 {
+		keep = DefaultKeepPreviews
+	}
+	previews := 0
+	for i, id := range ids {
+		op := m.ops[id]
+		op.mu.Lock()
+		state, kind := op.p.State, op.p.Kind
+		if kind == KindPreview && state != Running {
+			previews++
+			if previews > keep && op.items != nil {
+				op.items, op.p.Expired = nil, true
+			}
+		}
+		op.mu.Unlock()
+		if i >= 100 && state != Running {
 			delete(m.ops, id)
 		}
 	}
@@ -299,7 +437,8 @@ func (m *Manager) Get(database string, id int64) (*Operation, bool) {
 	return op, true
 }
 
-// List returns a database's operations, newest first.
+// List returns a database's operations (resolutions and previews),
+// newest first.
 func (m *Manager) List(database string) []Progress {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -363,17 +502,42 @@ func (o *Operation) Resume() error {
 	return nil
 }
 
-// run resolves the scope chunk by chunk, in id order after the cursor. Each
-// id is its own write request, so group commit puts a chunk in one
+// nextChunk returns the next ids to handle (with their collections when
+// known) and the cursor after them: the pinned ids from pos, or the scope's
+// conflicted ids after the cursor in key order.
+func (o *Operation) nextChunk(ctx context.Context, spec Spec, chunk int) ([]string, string, int, error) {
+	o.mu.Lock()
+	cursor, pos, pinned := o.cursor, o.pos, o.pinned
+	o.mu.Unlock()
+	if pinned != nil {
+		end := min(len(pinned), pos+chunk)
+		return pinned[pos:end], "", end, nil
+	}
+	f := spec.filter()
+	f.AfterKey = cursor
+	list, last, err := o.store.ConflictList(ctx, f, chunk)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	ids := make([]string, len(list))
+	for i, c := range list {
+		ids[i] = c.ID
+	}
+	return ids, last, 0, nil
+}
+
+// run works through the scope chunk by chunk. A resolution submits each
+// id as its own write request, so group commit puts a chunk in one
 // transaction while each id stays atomic: it resolves only if its versions
-// are still the ones decided on.
+// are still the ones decided on. A preview only decides, and keeps each
+// decision (without bodies).
 func (o *Operation) run(ctx context.Context) error {
 	chunk := o.m.Chunk
 	if chunk <= 0 {
 		chunk = 256
 	}
 	o.mu.Lock()
-	spec := o.p.Spec
+	spec, kind := o.p.Spec, o.p.Kind
 	o.mu.Unlock()
 	by := fmt.Sprintf("bulk operation %d", o.p.ID)
 	if spec.By != "" {
@@ -383,20 +547,19 @@ func (o *Operation) run(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		f := spec.filter()
-		o.mu.Lock()
-		f.AfterKey = o.cursor
-		o.mu.Unlock()
-		list, last, err := o.store.ConflictList(ctx, f, chunk)
+		ids, last, pos, err := o.nextChunk(ctx, spec, chunk)
 		if err != nil {
 			return err
 		}
-		if len(list) == 0 {
+		if len(ids) == 0 {
+			if kind == KindPreview {
+				o.mu.Lock()
+				slices.SortFunc(o.items, func(a, b PreviewItem) int {
+					return natural.Compare(storage.LowerID(a.ID), storage.LowerID(b.ID))
+				})
+				o.mu.Unlock()
+			}
 			return nil
-		}
-		ids := make([]string, len(list))
-		for i, c := range list {
-			ids[i] = c.ID
 		}
 		versions, err := o.store.ConflictVersions(ctx, ids)
 		if err != nil {
@@ -404,26 +567,41 @@ func (o *Operation) run(ctx context.Context) error {
 		}
 		var resolved, skipped, failed int
 		var lastErr string
+		var items []PreviewItem
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		for _, c := range list {
-			vs := versions[storage.LowerID(c.ID)]
+		for _, id := range ids {
+			vs := versions[storage.LowerID(id)]
 			fp := storage.Fingerprint(vs)
-			if want, ok := spec.expected(c.ID); ok && want != fp {
+			if want, ok := spec.expected(id); ok && want != fp {
 				skipped++ // changed since the preview
 				continue
 			}
 			if len(vs) == 0 {
-				skipped++
+				skipped++ // resolved meanwhile
 				continue
 			}
-			_, d, err := o.m.decide(ctx, o.store, spec, vs)
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
+			strategy, d, err := o.m.decide(ctx, o.store, spec, vs)
+			if err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if kind == KindPreview {
+				it := previewItem(vs, fp, strategy, d, err)
+				switch it.Outcome() {
+				case OutcomeError:
+					failed++
+					lastErr = vs[0].ID + ": " + it.Error
+				case OutcomeDeclined:
+					skipped++
+				default:
+					resolved++
 				}
+				items = append(items, it)
+				continue
+			}
+			if err != nil {
 				failed++
-				lastErr = c.ID + ": " + err.Error()
+				lastErr = id + ": " + err.Error()
 				continue
 			}
 			if d.Declined {
@@ -450,12 +628,13 @@ func (o *Operation) run(ctx context.Context) error {
 				default:
 					skipped++ // changed between reading and writing
 				}
-			}(c.ID, d.Resolution)
+			}(id, d.Resolution)
 		}
 		wg.Wait()
 		o.mu.Lock()
-		o.cursor = last
-		o.p.Done += len(list)
+		o.cursor, o.pos = last, pos
+		o.items = append(o.items, items...)
+		o.p.Done += len(ids)
 		o.p.Resolved += resolved
 		o.p.Skipped += skipped
 		o.p.Errors += failed
@@ -465,4 +644,25 @@ func (o *Operation) run(ctx context.Context) error {
 		o.mu.Unlock()
 		o.m.changed(o.p.Database)
 	}
+}
+
+// previewItem records one decision without the bodies.
+func previewItem(vs []storage.Version, fp, strategy string, d Decision, err error) PreviewItem {
+	it := PreviewItem{ID: vs[0].ID, Collection: vs[0].Collection, Fingerprint: fp, Strategy: strategy, Winner: -1,
+		Versions: make([]storage.Version, len(vs))}
+	for i, v := range vs {
+		v.Body = nil
+		it.Versions[i] = v
+	}
+	switch {
+	case err != nil:
+		it.Error = err.Error()
+	case d.Declined:
+		it.Declined = true
+	default:
+		res := d.Resolution
+		res.Body = nil
+		it.Result, it.Winner = &res, d.Winner
+	}
+	return it
 }

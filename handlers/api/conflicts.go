@@ -24,6 +24,7 @@ func (a *API) registerConflicts(e *echo.Echo, g *echo.Group) {
 	g.GET("/replication/conflicts/solver", a.getSolver)
 	g.GET("/studio-tasks/suggest-conflict-resolution", a.suggestResolution)
 	g.GET("/conflicts/log", a.resolutionLog)
+	e.GET("/internal/conflicts/log", a.nodeResolutionLog)
 	g.POST("/conflicts/log/:seq/restore", a.restoreVersion)
 	g.POST("/conflicts/preview", a.previewResolution)
 	g.GET("/conflicts/operations", a.listOperations)
@@ -250,6 +251,45 @@ func (a *API) resolutionLog(c echo.Context) error {
 		out.Results = append(out.Results, en)
 	}
 	return writeJSON(c, http.StatusOK, out)
+}
+
+// NodeResolutionLog is a node's answer to GET /internal/conflicts/log: its
+// own resolution log (the stored forms, as the studio shows them), for the
+// studio of another node that gathers the cluster's logs.
+type NodeResolutionLog struct {
+	Node         string
+	TotalResults int
+	Results      []storage.ResolutionEntry
+}
+
+// nodeResolutionLog serves GET /internal/conflicts/log?db=… (cluster
+// nodes only): the filters and paging of the public log, newest first.
+func (a *API) nodeResolutionLog(c echo.Context) error {
+	db, err := a.Catalog.Get(c.QueryParam("db"))
+	if err != nil {
+		return err
+	}
+	before, err := intParam(c, "before", 0)
+	if err != nil {
+		return err
+	}
+	pageSize, err := intParam(c, "pageSize", 100)
+	if err != nil {
+		return err
+	}
+	if pageSize <= 0 {
+		return badParam("pageSize", c.QueryParam("pageSize"))
+	}
+	f := storage.ResolutionFilter{ID: c.QueryParam("id"), Prefix: c.QueryParam("prefix"), Collection: c.QueryParam("collection"),
+		Strategy: c.QueryParam("strategy"), By: c.QueryParam("by"), BeforeSeq: before}
+	list, total, err := db.Resolutions(c.Request().Context(), f, int(min(pageSize, 1000)))
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []storage.ResolutionEntry{}
+	}
+	return writeJSON(c, http.StatusOK, NodeResolutionLog{Node: a.NodeTag, TotalResults: total, Results: list})
 }
 
 func (a *API) restoreVersion(c echo.Context) error {

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -29,11 +30,12 @@ import (
 
 const (
 	conflictsPageSize = 50
-	// conflictsPreviewLimit bounds the ids one preview shows (and so one
-	// applied operation resolves).
-	conflictsPreviewLimit = 100
-	conflictOpsShown      = 10
-	diffCellRunes         = 120
+	// previewPageSize is how many of a preview's decisions one page shows
+	// (the preview itself decides the whole scope, and apply resolves all
+	// of it).
+	previewPageSize  = 500
+	conflictOpsShown = 10
+	diffCellRunes    = 120
 	// studioBy is who studio resolutions are logged as.
 	studioBy = "studio"
 )
@@ -44,6 +46,7 @@ const (
 func (s *Studio) registerConflicts(g *echo.Group) {
 	g.GET("/conflicts", s.conflictsPage)
 	g.POST("/conflicts/preview", s.conflictsPreview)
+	g.GET("/conflicts/preview", s.conflictsPreviewPage)
 	g.POST("/conflicts/apply", s.conflictsApply)
 	g.POST("/conflicts/operations/cancel", s.conflictsCancel)
 	g.POST("/conflicts/operations/resume", s.conflictsResume)
@@ -56,6 +59,7 @@ func (s *Studio) registerConflicts(g *echo.Group) {
 	g.POST("/conflicts/settings", s.conflictSettingsPost)
 	g.GET("/conflicts/*", s.conflictDocByPath)
 	s.addLive("conflicts", s.conflictsLive, false)
+	s.addLive("conflicts-preview", s.conflictsPreviewLive, false)
 }
 
 // conflictsQuery is the list's filter and keyset cursor.
@@ -80,22 +84,17 @@ func (cq conflictsQuery) base() url.Values {
 	return q
 }
 
-// conflictsList reads one keyset page of conflicted ids (one extra row
-// tells whether there is a next page) and the totals.
+// conflictsList reads one page of conflicted ids in natural id order
+// (carts/2 before carts/10), keyset-paged by the last id shown, and the
+// totals.
 func conflictsList(ctx context.Context, db *storage.DB, cq conflictsQuery) (views.ConflictsList, error) {
 	l := views.ConflictsList{DB: db.Name(), Collection: cq.collection, Prefix: cq.prefix, Paged: cq.after != ""}
-	f := storage.ConflictFilter{Collection: cq.collection, Prefix: cq.prefix, AfterKey: cq.after}
-	rows, _, err := db.ConflictList(ctx, f, conflictsPageSize+1)
+	all, err := conflicts.List(ctx, db, storage.ConflictFilter{Collection: cq.collection, Prefix: cq.prefix})
 	if err != nil {
 		return l, err
 	}
-	more := len(rows) > conflictsPageSize
-	if more {
-		rows = rows[:conflictsPageSize]
-	}
-	if l.Total, err = db.ConflictTotal(ctx, f); err != nil {
-		return l, err
-	}
+	rows, more := conflicts.PageAfter(all, storage.LowerID(cq.after), conflictsPageSize)
+	l.Total = len(all)
 	if l.All, err = db.ConflictCount(ctx); err != nil {
 		return l, err
 	}
@@ -111,6 +110,30 @@ func conflictsList(ctx context.Context, db *storage.DB, cq conflictsQuery) (view
 		l.Next = views.DBURLQ(db.Name(), "conflicts", next)
 	}
 	return l, nil
+}
+
+// conflictsSummary is the per-collection summary under the configured
+// strategies (cached by the manager while the conflicts stay the same).
+func (s *Studio) conflictsSummary(ctx context.Context, db *storage.DB) views.ConflictsSummary {
+	out := views.ConflictsSummary{DB: db.Name()}
+	if s.Conflicts == nil {
+		out.Error = errNoBulk.Error()
+		return out
+	}
+	sum, err := s.Conflicts.Summary(ctx, db)
+	if err != nil {
+		out.Error = "The summary could not be computed: " + err.Error()
+		return out
+	}
+	out.Total, out.At = sum.Total, sum.At
+	for _, c := range sum.Collections {
+		out.Rows = append(out.Rows, views.SummaryRow{
+			Collection: c.Collection, Count: c.Count, Strategy: c.Strategy, VersionKind: conflicts.VersionKind(c.Strategy),
+			ToVersion: c.ToVersion, ToDeletion: c.ToDeletion, Merged: c.Merged, Declined: c.Declined, Errors: c.Errors, LastError: c.LastError,
+			Filter: views.DBURLQ(db.Name(), "conflicts", url.Values{"collection": {c.Collection}}),
+		})
+	}
+	return out
 }
 
 // bulkOptions are the strategies a bulk resolution offers.
@@ -139,12 +162,19 @@ func (s *Studio) opViews(db string) []views.OpView {
 		if len(out) == conflictOpsShown {
 			break
 		}
-		out = append(out, views.OpView{
-			ID: p.ID, State: p.State, Strategy: p.Spec.Strategy, Scope: scopeText(p.Spec), Total: p.Total, Done: p.Done,
-			Resolved: p.Resolved, Skipped: p.Skipped, Errors: p.Errors, LastError: p.LastError, By: p.Spec.By, Started: p.Started, Ended: p.Ended,
-		})
+		if p.Kind == conflicts.KindPreview {
+			continue // a preview shows its progress on its own page
+		}
+		out = append(out, opView(p))
 	}
 	return out
+}
+
+func opView(p conflicts.Progress) views.OpView {
+	return views.OpView{
+		ID: p.ID, State: p.State, Strategy: p.Spec.Strategy, Scope: scopeText(p.Spec), Total: p.Total, Done: p.Done,
+		Resolved: p.Resolved, Skipped: p.Skipped, Errors: p.Errors, LastError: p.LastError, By: p.Spec.By, Started: p.Started, Ended: p.Ended,
+	}
 }
 
 func scopeText(spec conflicts.Spec) string {
@@ -183,13 +213,15 @@ func (s *Studio) renderConflicts(c echo.Context, db *storage.DB, cq conflictsQue
 		return s.studioError(c, db.Name(), err)
 	}
 	form.DB, form.Options, form.Collection, form.Prefix = db.Name(), s.bulkOptions(db.Name()), cq.collection, cq.prefix
+	form.Matching, form.All = list.Total, list.All
 	ch := s.chrome(c, "Conflicts · "+db.Name(), db.Name(), views.NavConflicts, "conflicts")
 	// The live URL carries the list's query, not the form that was posted.
 	ch.Query = cq.base()
 	if cq.after != "" {
 		ch.Query.Set("after", cq.after)
 	}
-	return render(c, status, ch, views.ConflictsPage(views.ConflictsPageData{List: list, Form: form, Ops: s.opViews(db.Name())}))
+	sum := s.conflictsSummary(c.Request().Context(), db)
+	return render(c, status, ch, views.ConflictsPage(views.ConflictsPageData{Summary: sum, List: list, Form: form, Ops: s.opViews(db.Name())}))
 }
 
 // conflictsLive refreshes the operations always, and the list on its first
@@ -199,7 +231,10 @@ func (s *Studio) conflictsLive(ctx context.Context, q url.Values) ([]views.Fragm
 	if err != nil {
 		return nil, nil
 	}
-	frags := []views.Fragment{{ID: "conflict-ops", C: views.ConflictOps(db.Name(), s.opViews(db.Name()))}}
+	frags := []views.Fragment{
+		{ID: "conflict-ops", C: views.ConflictOps(db.Name(), s.opViews(db.Name()))},
+		{ID: "conflicts-summary", C: views.ConflictsSummaryView(s.conflictsSummary(ctx, db))},
+	}
 	cq := parseConflictsQuery(q)
 	if cq.after == "" {
 		list, err := conflictsList(ctx, db, cq)
@@ -250,9 +285,10 @@ func (s *Studio) readForm(c echo.Context, db string) error {
 
 var errNoBulk = dberr.New(dberr.Unavailable, "Bulk resolution is not available on this node.")
 
-// conflictsPreview serves POST /studio/db/{db}/conflicts/preview: what
-// the chosen strategy would do, nothing written. The page carries each
-// resolvable id's fingerprint to the apply form.
+// conflictsPreview serves POST /studio/db/{db}/conflicts/preview: starts
+// a preview operation that decides every id in the scope (no cap), nothing
+// written, and sends the browser to its page, which shows its progress and
+// then its decisions with the apply form.
 func (s *Studio) conflictsPreview(c echo.Context) error {
 	db, err := s.studioDB(c)
 	if err != nil {
@@ -266,10 +302,9 @@ func (s *Studio) conflictsPreview(c echo.Context) error {
 		return s.studioError(c, db.Name(), errNoBulk)
 	}
 	spec, err := bulkSpec(form, cq)
-	var items []conflicts.PreviewItem
-	var total int
+	var op *conflicts.Operation
 	if err == nil {
-		items, total, err = s.Conflicts.Preview(c.Request().Context(), db, spec, conflictsPreviewLimit)
+		op, err = s.Conflicts.StartPreview(db, spec)
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -281,32 +316,116 @@ func (s *Studio) conflictsPreview(c echo.Context) error {
 		form.Error = err.Error()
 		return s.renderConflicts(c, db, cq, form, http.StatusBadRequest)
 	}
-	form.DB, form.Options, form.Collection, form.Prefix, form.Hidden = db.Name(), s.bulkOptions(db.Name()), cq.collection, cq.prefix, true
-	if form.Scope == "" {
-		form.Scope = "selected"
+	// A small scope is usually decided before the page loads.
+	wait, cancel := context.WithTimeout(c.Request().Context(), 500*time.Millisecond)
+	defer cancel()
+	_ = op.Wait(wait)
+	return c.Redirect(http.StatusSeeOther, string(views.DBURLQ(db.Name(), "conflicts/preview", url.Values{"op": {strconv.FormatInt(op.Progress().ID, 10)}})))
+}
+
+// previewOp finds a preview operation of this database by its number.
+func (s *Studio) previewOp(db *storage.DB, raw string) (*conflicts.Operation, error) {
+	if s.Conflicts == nil {
+		return nil, errNoBulk
 	}
-	p := views.PreviewPageData{DB: db.Name(), Form: form, Total: total, Limit: conflictsPreviewLimit}
-	for _, it := range items {
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil {
+		return nil, dberr.New(dberr.BadRequest, "Which preview? %q is not a preview number.", raw)
+	}
+	op, ok := s.Conflicts.Get(db.Name(), id)
+	if !ok || op.Progress().Kind != conflicts.KindPreview {
+		return nil, dberr.New(dberr.NotFound, "There is no preview %d for %s on this node (previews live in memory: after a restart, preview again).", id, db.Name())
+	}
+	return op, nil
+}
+
+// previewData is one page of a preview's decisions (from is the index of
+// the first row shown).
+func (s *Studio) previewData(db *storage.DB, op *conflicts.Operation, from int) views.PreviewPageData {
+	p := op.Progress()
+	d := views.PreviewPageData{DB: db.Name(), Op: opView(p), Total: p.Total, Resolvable: p.Resolved, Declined: p.Skipped, Errors: p.Errors, Expired: p.Expired}
+	d.Form = views.BulkForm{DB: db.Name(), Options: s.bulkOptions(db.Name()), Strategy: p.Spec.Strategy, Script: p.Spec.Script,
+		Collection: p.Spec.Scope.Collection, Prefix: p.Spec.Scope.Prefix, Selected: p.Spec.Scope.IDs, Hidden: true, Scope: "all"}
+	switch {
+	case len(p.Spec.Scope.IDs) > 0:
+		d.Form.Scope = "selected"
+	case p.Spec.Scope.Collection != "" || p.Spec.Scope.Prefix != "":
+		d.Form.Scope = "filter"
+	}
+	for _, o := range s.Conflicts.List(db.Name()) {
+		if o.Kind == conflicts.KindResolve && o.Spec.By == previewBy(p.ID) {
+			d.Applied = o.ID
+			break
+		}
+	}
+	items := op.Items()
+	from = max(0, min(from, len(items)))
+	end := min(len(items), from+previewPageSize)
+	d.Shown = from
+	for _, it := range items[from:end] {
 		r := views.PreviewRow{ID: it.ID, Collection: it.Collection, Fingerprint: it.Fingerprint, Strategy: it.Strategy,
 			Versions: versionViews(it.Versions), Winner: it.Winner, Declined: it.Declined, Error: it.Error}
-		if it.Result != nil {
+		if it.Resolves() {
 			r.Resolves, r.Tombstone = true, it.Result.Tombstone
-			if !r.Tombstone {
-				r.JSON = docPretty(it.Result.Body)
+			if it.Winner >= 0 {
+				r.WinnerFrom = strings.Join(cvNodes(it.Versions[it.Winner].ChangeVector), " ")
 			}
-			p.Resolvable++
 		} else {
 			r.Winner = -1
 		}
-		p.Rows = append(p.Rows, r)
+		d.Rows = append(d.Rows, r)
 	}
-	ch := s.chrome(c, "Preview · Conflicts", db.Name(), views.NavConflicts, "")
-	return render(c, http.StatusOK, ch, views.PreviewPage(p))
+	q := url.Values{"op": {strconv.FormatInt(p.ID, 10)}}
+	if from > 0 {
+		d.First = views.DBURLQ(db.Name(), "conflicts/preview", q)
+	}
+	if end < len(items) {
+		next := url.Values{"op": q["op"], "from": {strconv.Itoa(end)}}
+		d.Next = views.DBURLQ(db.Name(), "conflicts/preview", next)
+	}
+	return d
+}
+
+// previewBy is who an operation applying a preview is logged as.
+func previewBy(id int64) string { return studioBy + ", preview " + strconv.FormatInt(id, 10) }
+
+// conflictsPreviewPage serves GET /studio/db/{db}/conflicts/preview?op=N:
+// the preview's progress (live), then every decision, page by page, in
+// natural id order, with the apply form.
+func (s *Studio) conflictsPreviewPage(c echo.Context) error {
+	db, err := s.studioDB(c)
+	if err != nil {
+		return s.studioError(c, "", err)
+	}
+	op, err := s.previewOp(db, c.QueryParam("op"))
+	if err != nil {
+		return s.studioError(c, db.Name(), err)
+	}
+	from, _ := strconv.Atoi(c.QueryParam("from"))
+	d := s.previewData(db, op, from)
+	ch := s.chrome(c, "Preview · Conflicts", db.Name(), views.NavConflicts, "conflicts-preview")
+	return render(c, http.StatusOK, ch, views.PreviewPage(d))
+}
+
+// conflictsPreviewLive refreshes the preview's body while it runs and
+// once when it ends.
+func (s *Studio) conflictsPreviewLive(ctx context.Context, q url.Values) ([]views.Fragment, error) {
+	db, err := s.Catalog.Get(q.Get("db"))
+	if err != nil {
+		return nil, nil
+	}
+	op, err := s.previewOp(db, q.Get("op"))
+	if err != nil {
+		return nil, nil
+	}
+	from, _ := strconv.Atoi(q.Get("from"))
+	return []views.Fragment{{ID: "preview-body", C: views.PreviewBody(s.previewData(db, op, from))}}, nil
 }
 
 // conflictsApply serves POST /studio/db/{db}/conflicts/apply: starts the
-// operation pinned to the preview (each id only while its fingerprint is
-// the one previewed).
+// operation that resolves what a preview showed (preview=N): every id it
+// would resolve, each only while its versions are those previewed. The
+// older form (pin/fp pairs) is still understood.
 func (s *Studio) conflictsApply(c echo.Context) error {
 	db, err := s.studioDB(c)
 	if err != nil {
@@ -320,23 +439,36 @@ func (s *Studio) conflictsApply(c echo.Context) error {
 	}
 	form, cq := bulkFormFrom(c)
 	back := string(views.DBURLQ(db.Name(), "conflicts", cq.base()))
-	pins, fps := c.Request().PostForm["pin"], c.Request().PostForm["fp"]
-	if len(pins) == 0 || len(pins) != len(fps) {
-		return redirectFlash(c, back, "Nothing to apply: preview first, then apply the preview. Nothing was changed.", true)
-	}
-	spec := conflicts.Spec{Strategy: form.Strategy, Script: form.Script, By: studioBy, Expected: map[string]string{}}
-	if form.Scope == "filter" {
-		spec.Scope.Collection, spec.Scope.Prefix = cq.collection, cq.prefix
-	}
-	for i, id := range pins {
-		spec.Expected[id] = fps[i]
-	}
-	op, err := s.Conflicts.Start(db, spec)
-	if err != nil {
-		return redirectFlash(c, back, "Not started: "+err.Error(), true)
+	var op *conflicts.Operation
+	var count int
+	if raw := c.FormValue("preview"); raw != "" {
+		pv, err := s.previewOp(db, raw)
+		if err == nil {
+			// Back to the list as the preview's scope filtered it.
+			scope := pv.Progress().Spec.Scope
+			back = string(views.DBURLQ(db.Name(), "conflicts", conflictsQuery{collection: scope.Collection, prefix: scope.Prefix}.base()))
+			op, err = s.Conflicts.ApplyPreview(db, pv, previewBy(pv.Progress().ID))
+		}
+		if err != nil {
+			return redirectFlash(c, back, "Not started: "+err.Error(), true)
+		}
+		count = op.Progress().Total
+	} else {
+		pins, fps := c.Request().PostForm["pin"], c.Request().PostForm["fp"]
+		if len(pins) == 0 || len(pins) != len(fps) {
+			return redirectFlash(c, back, "Nothing to apply: preview first, then apply the preview. Nothing was changed.", true)
+		}
+		spec := conflicts.Spec{Strategy: form.Strategy, Script: form.Script, By: studioBy, Expected: map[string]string{}}
+		for i, id := range pins {
+			spec.Expected[id] = fps[i]
+		}
+		if op, err = s.Conflicts.Start(db, spec); err != nil {
+			return redirectFlash(c, back, "Not started: "+err.Error(), true)
+		}
+		count = len(pins)
 	}
 	p := op.Progress()
-	msg := fmt.Sprintf("Operation %d started: %s on %d previewed conflicts.", p.ID, p.Spec.Strategy, len(pins))
+	msg := fmt.Sprintf("Operation %d started: %s on %d previewed conflicts.", p.ID, p.Spec.Strategy, count)
 	return redirectFlash(c, back+"#op-"+strconv.FormatInt(p.ID, 10), msg, false)
 }
 

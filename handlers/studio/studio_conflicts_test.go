@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -183,13 +184,16 @@ func TestStudioConflictsList(t *testing.T) {
 	}
 	// ... and on the id's page, the preview and the log.
 	escaped := `x/&lt;script&gt;alert(1)&lt;/script&gt;`
+	_, previewed := previewVia(t, h, url.Values{"strategy": {"latest"}, "scope": {"filter"}, "prefix": {"x/"}})
 	for name, rec := range map[string]*httptest.ResponseRecorder{
 		"id page": get(t, h, "/studio/db/c/conflicts/doc?id="+url.QueryEscape(xssID)),
-		"preview": postValues(t, h, "/studio/db/c/conflicts/preview", url.Values{"strategy": {"latest"}, "scope": {"filter"}, "prefix": {"x/"}}, nil),
 	} {
 		if rec.Code != 200 || strings.Contains(rec.Body.String(), "<script>alert(1)") || !strings.Contains(rec.Body.String(), escaped) {
 			t.Fatalf("%s: %d, id not escaped: %.2000s", name, rec.Code, rec.Body.String())
 		}
+	}
+	if strings.Contains(previewed, "<script>alert(1)") || !strings.Contains(previewed, escaped) {
+		t.Fatalf("preview: id not escaped: %.2000s", previewed)
 	}
 	localPut(t, db, xssID, orderBody("resolved", "")) // a client write resolves it, logged
 	if body := get(t, h, "/studio/db/c/conflicts/log").Body.String(); strings.Contains(body, "<script>alert(1)") || !strings.Contains(body, `data-testid="log-entry-id">`+escaped+`<`) {
@@ -358,31 +362,23 @@ func TestStudioConflictsBulkAndLog(t *testing.T) {
 	// Preview the selected ids with node:B: each shows B's version winning
 	// and carries its fingerprint.
 	sel := url.Values{"strategy": {"node:B"}, "scope": {"selected"}, "ids": {"orders/01", "orders/02", "orders/03", "users/1"}}
-	rec := postValues(t, h, "/studio/db/c/conflicts/preview", sel, nil)
-	body := rec.Body.String()
-	if rec.Code != 200 {
-		t.Fatalf("preview: %d %.500s", rec.Code, body)
+	pv1, body := previewVia(t, h, sel)
+	rows := previewRowRe.FindAllStringSubmatch(body, -1)
+	if len(rows) != 4 || rows[0][1] != "orders/01" || rows[3][1] != "users/1" || rows[0][2] == "" {
+		t.Fatalf("preview rows %v", rows)
 	}
-	pins, fps := allMatches(pinRe, body, 1), allMatches(fpRe, body, 1)
-	if strings.Join(pins, " ") != "orders/01 orders/02 orders/03 users/1" || len(fps) != 4 || fps[0] == "" {
-		t.Fatalf("preview pins %v %v", pins, fps)
-	}
-	for _, s := range []string{`data-testid="preview-summary">4 conflicted ids in scope. 4 would resolve.`, `data-testid="preview-row" data-id="orders/01" data-winner="1"`,
-		`version 2 wins`, `&#34;by&#34;: &#34;B&#34;`, `data-testid="bulk-apply">Apply to 4 conflicts<`, `<input type="hidden" name="ids" value="users/1">`} {
+	for _, s := range []string{`data-testid="preview-summary">4 conflicted ids in scope, every one decided: 4 would resolve.`, `data-testid="preview-row" data-id="orders/01" data-winner="1"`,
+		`version 2 wins`, `data-testid="bulk-apply">Apply to 4 conflicts<`, `<input type="hidden" name="ids" value="users/1">`} {
 		if !strings.Contains(body, s) {
 			t.Fatalf("preview lacks %q: %.3000s", s, body)
 		}
 	}
 	// orders/02 changes after the preview: the operation must skip it.
 	remoteVersion(t, db, "C", "orders/02", "Orders", orderBody("C", ""), 50)
-	apply := url.Values{"strategy": {"node:B"}, "scope": {"selected"}, "pin": pins, "fp": fps}
-	rec = postValues(t, h, "/studio/db/c/conflicts/apply", apply, nil)
-	if rec.Code != 303 || !strings.Contains(rec.Header().Get("Location"), "Operation+1+started") || !strings.HasSuffix(rec.Header().Get("Location"), "#op-1") {
-		t.Fatalf("apply: %d %s", rec.Code, rec.Header().Get("Location"))
-	}
-	waitOp(t, h, 1, "done")
+	op1 := applyPreview(t, h, pv1)
+	waitOp(t, h, op1, "done")
 	body = get(t, h, "/studio/db/c/conflicts").Body.String()
-	for _, s := range []string{`data-testid="op" data-op="1" data-state="done"`, `data-testid="op-resolved">3<`, `data-testid="op-skipped">1<`,
+	for _, s := range []string{fmt.Sprintf(`data-testid="op" data-op="%d" data-state="done"`, op1), `data-testid="op-resolved">3<`, `data-testid="op-skipped">1<`,
 		`data-testid="op-done">4/4<`, `<progress max="4" value="4"`, `4 previewed ids`, `data-testid="conflicts-total">28<`} {
 		if !strings.Contains(body, s) {
 			t.Fatalf("operations lack %q: %.4000s", s, body)
@@ -400,57 +396,61 @@ func TestStudioConflictsBulkAndLog(t *testing.T) {
 
 	// A slow script (each id runs into the time limit) keeps an operation
 	// running long enough to cancel and resume it from the page.
-	preview := postValues(t, h, "/studio/db/c/conflicts/preview", url.Values{"strategy": {"script"}, "scope": {"filter"}, "prefix": {"orders/"}, "script": {"while (true) {}"}}, nil).Body.String()
+	_, preview := previewVia(t, h, url.Values{"strategy": {"script"}, "scope": {"filter"}, "prefix": {"orders/"}, "script": {"while (true) {}"}})
 	if !strings.Contains(preview, `data-testid="preview-nothing"`) || !strings.Contains(preview, "time limit") {
 		t.Fatalf("a failing script previews as errors: %.2000s", preview)
 	}
 	// Real fingerprints (from a preview of the same ids), so the script runs
-	// for each id: 28 ids at the 100 ms limit each.
-	latest := postValues(t, h, "/studio/db/c/conflicts/preview", url.Values{"strategy": {"latest"}, "scope": {"filter"}, "prefix": {"orders/"}}, nil).Body.String()
-	start := postValues(t, h, "/studio/db/c/conflicts/apply", url.Values{"strategy": {"script"}, "scope": {"filter"}, "prefix": {"orders/"}, "script": {"while (true) {}"},
-		"pin": allMatches(pinRe, latest, 1), "fp": allMatches(fpRe, latest, 1)}, nil)
-	if start.Code != 303 || !strings.Contains(start.Header().Get("Location"), "Operation+2+started") {
-		t.Fatalf("start 2: %s", start.Header().Get("Location"))
+	// for each id: 28 ids at the 100 ms limit each (the older pin/fp form).
+	_, latest := previewVia(t, h, url.Values{"strategy": {"latest"}, "scope": {"filter"}, "prefix": {"orders/"}})
+	var pins, fps []string
+	for _, m := range previewRowRe.FindAllStringSubmatch(latest, -1) {
+		pins, fps = append(pins, m[1]), append(fps, m[2])
 	}
+	start := postValues(t, h, "/studio/db/c/conflicts/apply", url.Values{"strategy": {"script"}, "scope": {"filter"}, "prefix": {"orders/"}, "script": {"while (true) {}"},
+		"pin": pins, "fp": fps}, nil)
+	m := startedRe.FindStringSubmatch(start.Header().Get("Location"))
+	if start.Code != 303 || m == nil || len(pins) != 28 {
+		t.Fatalf("start the slow one: %s (%d pins)", start.Header().Get("Location"), len(pins))
+	}
+	slow := m[1]
 	runPages(t, []pageCase{
 		{name: "cross-origin cancel refused", do: func() *httptest.ResponseRecorder {
-			return postForm(t, h, "/studio/db/c/conflicts/operations/cancel", map[string]string{"op": "2"}, map[string]string{"Origin": "http://evil.example"})
+			return postForm(t, h, "/studio/db/c/conflicts/operations/cancel", map[string]string{"op": slow}, map[string]string{"Origin": "http://evil.example"})
 		}, status: 403},
 		{name: "cancel an unknown operation", do: func() *httptest.ResponseRecorder {
 			return postForm(t, h, "/studio/db/c/conflicts/operations/cancel", map[string]string{"op": "77"}, nil)
 		}, status: 303, location: "/studio/db/c/conflicts?error=There+is+no+operation+77"},
 		{name: "resume a finished operation refused", do: func() *httptest.ResponseRecorder {
-			return postForm(t, h, "/studio/db/c/conflicts/operations/resume", map[string]string{"op": "1"}, nil)
-		}, status: 303, location: "/studio/db/c/conflicts?error=operation+1+is+done"},
+			return postForm(t, h, "/studio/db/c/conflicts/operations/resume", map[string]string{"op": strconv.Itoa(op1)}, nil)
+		}, status: 303, location: fmt.Sprintf("/studio/db/c/conflicts?error=operation+%d+is+done", op1)},
 	})
-	rec = postForm(t, h, "/studio/db/c/conflicts/operations/cancel", map[string]string{"op": "2"}, nil)
-	if rec.Code != 303 || !strings.Contains(rec.Header().Get("Location"), "flash=Operation+2+is+cancelled+after+") {
+	rec := postForm(t, h, "/studio/db/c/conflicts/operations/cancel", map[string]string{"op": slow}, nil)
+	if rec.Code != 303 || !strings.Contains(rec.Header().Get("Location"), "flash=Operation+"+slow+"+is+cancelled+after+") {
 		t.Fatalf("cancel: %s", rec.Header().Get("Location"))
 	}
 	body = get(t, h, "/studio/db/c/conflicts").Body.String()
-	if !strings.Contains(body, `data-testid="op" data-op="2" data-state="cancelled"`) || !strings.Contains(body, `data-testid="op-resume"`) {
+	if !strings.Contains(body, `data-testid="op" data-op="`+slow+`" data-state="cancelled"`) || !strings.Contains(body, `data-testid="op-resume"`) {
 		t.Fatalf("a cancelled operation offers resume: %.3000s", body)
 	}
-	rec = postForm(t, h, "/studio/db/c/conflicts/operations/resume", map[string]string{"op": "2"}, nil)
-	if rec.Code != 303 || !strings.Contains(rec.Header().Get("Location"), "flash=Operation+2+resumed.") {
+	rec = postForm(t, h, "/studio/db/c/conflicts/operations/resume", map[string]string{"op": slow}, nil)
+	if rec.Code != 303 || !strings.Contains(rec.Header().Get("Location"), "flash=Operation+"+slow+"+resumed.") {
 		t.Fatalf("resume: %s", rec.Header().Get("Location"))
 	}
-	if p := waitOp(t, h, 2, "done"); p.Resolved != 0 || p.Errors != 28 {
-		t.Fatalf("operation 2 (a script that never returns): %+v", p)
+	slowN, _ := strconv.Atoi(slow)
+	if p := waitOp(t, h, slowN, "done"); p.Resolved != 0 || p.Errors != 28 {
+		t.Fatalf("operation %s (a script that never returns): %+v", slow, p)
 	}
 	body = get(t, h, "/studio/db/c/conflicts").Body.String()
 	if !strings.Contains(body, `data-testid="op-errors">28<`) || !strings.Contains(body, `data-testid="op-last-error">Last error: orders/`) {
-		t.Fatalf("operation 2's errors: %.3000s", body)
+		t.Fatalf("the slow operation's errors: %.3000s", body)
 	}
 
 	// Resolve the rest with latest (scope: every conflict, filtered).
-	preview = postValues(t, h, "/studio/db/c/conflicts/preview", url.Values{"strategy": {"latest"}, "scope": {"filter"}, "prefix": {"orders/"}}, nil).Body.String()
-	rec = postValues(t, h, "/studio/db/c/conflicts/apply", url.Values{"strategy": {"latest"}, "scope": {"filter"}, "prefix": {"orders/"}, "pin": allMatches(pinRe, preview, 1), "fp": allMatches(fpRe, preview, 1)}, nil)
-	if rec.Code != 303 {
-		t.Fatal(rec.Code)
-	}
-	if p := waitOp(t, h, 3, "done"); p.Resolved != 28 {
-		t.Fatalf("operation 3: %+v", p)
+	pv3, _ := previewVia(t, h, url.Values{"strategy": {"latest"}, "scope": {"filter"}, "prefix": {"orders/"}})
+	op3 := applyPreview(t, h, pv3)
+	if p := waitOp(t, h, op3, "done"); p.Resolved != 28 {
+		t.Fatalf("operation %d: %+v", op3, p)
 	}
 
 	// The log: 31 resolutions, newest first, 25 a page.
@@ -471,13 +471,13 @@ func TestStudioConflictsBulkAndLog(t *testing.T) {
 	}
 	runPages(t, []pageCase{
 		{name: "log by strategy", do: func() *httptest.ResponseRecorder { return get(t, h, "/studio/db/c/conflicts/log?strategy=node") }, status: 200,
-			contains: []string{`data-testid="log-total">3<`, `data-testid="log-entry-strategy">node:B<`, `bulk operation 1 (studio)`}},
+			contains: []string{`data-testid="log-total">3<`, `data-testid="log-entry-strategy">node:B<`, fmt.Sprintf("bulk operation %d (studio, preview %d)", op1, pv1), `data-testid="log-entry-node" title="Resolved on node A">A<`}},
 		{name: "log by collection", do: func() *httptest.ResponseRecorder { return get(t, h, "/studio/db/c/conflicts/log?collection=users") }, status: 200,
 			contains: []string{`data-testid="log-total">1<`, `data-id="users/1"`}},
 		{name: "log by id", do: func() *httptest.ResponseRecorder { return get(t, h, "/studio/db/c/conflicts/log?id=ORDERS/02") }, status: 200,
 			contains: []string{`data-testid="log-total">1<`, `data-id="orders/02"`, `data-testid="log-entry-strategy">latest<`, `C:50-`}},
 		{name: "log by prefix and by", do: func() *httptest.ResponseRecorder {
-			return get(t, h, "/studio/db/c/conflicts/log?prefix=orders/0&by=bulk+operation+3")
+			return get(t, h, fmt.Sprintf("/studio/db/c/conflicts/log?prefix=orders/0&by=bulk+operation+%d", op3))
 		}, status: 200,
 			contains: []string{`data-testid="log-total">7<`}},
 		{name: "log bad cursor", do: func() *httptest.ResponseRecorder { return get(t, h, "/studio/db/c/conflicts/log?before=x") }, status: 400},
@@ -491,21 +491,24 @@ func TestStudioConflictsBulkAndLog(t *testing.T) {
 	if !strings.Contains(body, `data-testid="log-version" data-kept="true"`) || strings.Count(body, `data-testid="restore-form"`) != 1 {
 		t.Fatalf("one kept version and one restorable: %.3000s", body)
 	}
-	losing := strings.Index(body, `data-kept="false"`)
-	version := regexp.MustCompile(`name="version" value="(\d)"`).FindStringSubmatch(body[losing:])[1]
+	// The restore button sits on the log row itself, for the losing version.
+	version := regexp.MustCompile(`name="version" value="(\d)"`).FindStringSubmatch(body)[1]
+	if kept := regexp.MustCompile(`data-testid="log-version" data-kept="false" data-cv="[^"]*">\s*<h3>Version (\d)`).FindStringSubmatch(body); kept == nil || kept[1] != "1" || version != "0" {
+		t.Fatalf("the row's restore button is not the losing version's (version %s): %.3000s", version, body)
+	}
 	runPages(t, []pageCase{
 		{name: "cross-origin restore refused", do: func() *httptest.ResponseRecorder {
-			return postForm(t, h, "/studio/db/c/conflicts/log/restore", map[string]string{"seq": seq, "version": version, "confirm": "yes"}, map[string]string{"Origin": "http://evil.example"})
+			return postForm(t, h, "/studio/db/c/conflicts/log/restore", map[string]string{"seq": seq, "version": version}, map[string]string{"Origin": "http://evil.example"})
 		}, status: 403},
-		{name: "restore needs the confirmation", do: func() *httptest.ResponseRecorder {
-			return postForm(t, h, "/studio/db/c/conflicts/log/restore", map[string]string{"seq": seq, "version": version}, nil)
-		}, status: 303, location: "/studio/db/c/conflicts/log?error=Tick+the+confirmation"},
 		{name: "restore a missing entry", do: func() *httptest.ResponseRecorder {
-			return postForm(t, h, "/studio/db/c/conflicts/log/restore", map[string]string{"seq": "999", "version": "0", "confirm": "yes"}, nil)
+			return postForm(t, h, "/studio/db/c/conflicts/log/restore", map[string]string{"seq": "999", "version": "0"}, nil)
 		}, status: 303, location: "/studio/db/c/conflicts/log?error="},
-		{name: "restore", do: func() *httptest.ResponseRecorder {
-			return postForm(t, h, "/studio/db/c/conflicts/log/restore", map[string]string{"seq": seq, "version": version, "confirm": "yes"}, nil)
-		}, status: 303, location: "/studio/db/c/doc?flash=Restored+version+1+of+users%2F1+from+log+entry+"},
+		{name: "restore of an unknown node's entry", do: func() *httptest.ResponseRecorder {
+			return postForm(t, h, "/studio/db/c/conflicts/log/restore", map[string]string{"node": "Q", "seq": seq, "version": version}, nil)
+		}, status: 303, location: "/studio/db/c/conflicts/log?error=Not+restored%3A+node+Q+is+not+a+member"},
+		{name: "restore in one click (no confirmation)", do: func() *httptest.ResponseRecorder {
+			return postForm(t, h, "/studio/db/c/conflicts/log/restore", map[string]string{"node": "A", "seq": seq, "version": version}, nil)
+		}, status: 303, location: "/studio/db/c/doc?flash=Restored+version+1+of+users%2F1+from+log+entry+A."},
 	})
 	if code, doc := apiDoc2(t, h, "users/1"); code != 200 || !strings.Contains(doc, `"name":"a"`) {
 		t.Fatalf("restored: %d %s", code, doc)

@@ -203,14 +203,14 @@ func docsVersions(n int) string {
 }
 
 func docsRowClass(g DocsGrid, r DocRow) string {
-	c := ""
+	var c []string
 	if r.Conflict {
-		c = "row-conflict"
+		c = append(c, "row-conflict")
 	}
 	if g.Highlight != "" && strings.EqualFold(r.ID, g.Highlight) {
-		c += " row-current"
+		c = append(c, "row-current")
 	}
-	return c
+	return strings.Join(c, " ")
 }
 
 func docsRowDOMID(g DocsGrid, r DocRow) string {

@@ -250,7 +250,7 @@ func DocumentsPage(p DocsPage) templ.Component {
 			templ_7745c5c3_Var1 = templ.NopComponent
 		}
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Documents</h1><div class=\"cols\"><nav class=\"collections card\" aria-labelledby=\"collections-title\"><h2 id=\"collections-title\">Collections</h2>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Documents</h1><div class=\"cols docs-cols\"><nav class=\"collections card\" aria-labelledby=\"collections-title\"><h2 id=\"collections-title\">Collections</h2>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -426,4 +427,67 @@ func (db *DB) Resolution(ctx context.Context, seq int64) (ResolutionEntry, error
 		return ResolutionEntry{}, dberr.New(dberr.NotFound, "resolution log entry %d does not exist", seq)
 	}
 	return list[0], nil
+}
+
+// CollectionConflicts is how many conflicted ids a collection has.
+type CollectionConflicts struct {
+	Name string // as first spelled by the id's versions
+	IDs  int64
+}
+
+// ConflictsPerCollection counts conflicted ids per collection, keyed by the
+// lower-cased collection name. An id whose versions disagree on their
+// collection counts once, in the collection of its smallest spelling (the
+// one ConflictList shows). Like ConflictTotal it reads the conflicts
+// table (one row per stored version), not the documents, and costs
+// nothing while the database has never held a conflict.
+func (db *DB) ConflictsPerCollection(ctx context.Context) (map[string]CollectionConflicts, error) {
+	out := map[string]CollectionConflicts{}
+	if !db.conflicted.Load() {
+		return out, nil
+	}
+	rows, err := db.reader.QueryContext(ctx, `SELECT min(c), count(*) FROM (SELECT min(collection) AS c FROM conflicts GROUP BY key) GROUP BY lower(c)`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c CollectionConflicts
+		if err := rows.Scan(&c.Name, &c.IDs); err != nil {
+			return nil, err
+		}
+		out[strings.ToLower(c.Name)] = c
+	}
+	return out, rows.Err()
+}
+
+// ConflictPageByEtag lists conflicted ids of collection ("" for all) whose
+// newest version's etag is below before (0 for no bound), newest first:
+// the keyset order of PageByEtag. Conflict versions draw their etags from
+// the documents' counter, so a grid can merge both lists by etag and keep
+// one cursor.
+func (db *DB) ConflictPageByEtag(ctx context.Context, collection string, before int64, limit int) ([]ConflictSummary, error) {
+	if !db.conflicted.Load() {
+		return nil, nil
+	}
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	where, args := ConflictFilter{Collection: collection}.where()
+	rows, err := db.reader.QueryContext(ctx, `SELECT min(id), min(collection), count(*), max(last_modified), max(etag) AS e FROM conflicts`+where+` GROUP BY key HAVING e < ? ORDER BY e DESC LIMIT ?`, append(args, before, limit)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ConflictSummary
+	for rows.Next() {
+		var s ConflictSummary
+		var lm int64
+		if err := rows.Scan(&s.ID, &s.Collection, &s.Versions, &lm, &s.LargestEtag); err != nil {
+			return nil, err
+		}
+		s.LastModified = time.Unix(0, lm).UTC()
+		out = append(out, s)
+	}
+	return out, rows.Err()
 }

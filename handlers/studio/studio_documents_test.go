@@ -142,7 +142,9 @@ func TestStudioDocumentsPages(t *testing.T) {
 		{name: "one collection, case-insensitive", do: func() *httptest.ResponseRecorder { return get(t, h, "/studio/db/db/documents?collection=users") }, status: 200, contains: []string{
 			`aria-current="page" data-testid="collection-link" data-collection="Users"`, `data-testid="docs-title">Users<`,
 			`2 documents`, `data-testid="doc-column">name<`, `data-testid="doc-column">bio<`, `data-testid="doc-column">address<`, `data-testid="doc-column">tags<`,
-			`>{&#34;city&#34;:&#34;Oslo&#34;,&#34;zip&#34;:&#34;0150&#34;}<`, // nested objects as compact JSON
+			// nested values summarised, their compact JSON in the tooltip
+			`title="{&#34;city&#34;:&#34;Oslo&#34;,&#34;zip&#34;:&#34;0150&#34;}" data-testid="doc-cell">{2 fields}<`,
+			`title="[&#34;a&#34;,&#34;b&#34;]" data-testid="doc-cell">[2 items]<`,
 			`data-testid="doc-row-cv">A:`,
 		}, lacks: []string{`data-testid="doc-column">age<`, `data-id="companies/1"`}},
 		{name: "long values are shortened", do: func() *httptest.ResponseRecorder {

@@ -20,18 +20,30 @@ func (s *Studio) registerStats(g *echo.Group) {
 	s.addLive("stats", s.statsLive, true)
 }
 
-// statsData gathers the page's figures; all of them are in memory (no
-// document is read), so the page costs the same at any size.
-func (s *Studio) statsData(name string) (views.StatsData, error) {
+// statsData gathers the page's figures. The document counts are in memory
+// (no document is read), so the page costs the same at any size; the
+// conflict counts read the conflicts table (one row per stored version),
+// and nothing at all while the database has never held a conflict.
+func (s *Studio) statsData(ctx context.Context, name string) (views.StatsData, error) {
 	db, err := s.Catalog.Get(name)
 	if err != nil {
 		return views.StatsData{}, err
 	}
 	st := db.Stats()
+	ids, versions, err := db.ConflictCounts(ctx)
+	if err != nil {
+		return views.StatsData{}, err
+	}
+	perColl, err := db.ConflictsPerCollection(ctx)
+	if err != nil {
+		return views.StatsData{}, err
+	}
 	d := views.StatsData{
 		Database:     db.Name(),
 		DatabaseID:   st.DatabaseID,
-		Documents:    st.Documents,
+		Documents:    st.Documents + int64(ids),
+		Conflicted:   int64(ids),
+		Versions:     int64(versions),
 		Tombstones:   st.Tombstones,
 		LastEtag:     st.LastEtag,
 		ChangeVector: st.ChangeVector,
@@ -41,8 +53,15 @@ func (s *Studio) statsData(name string) (views.StatsData, error) {
 		Rate:         s.Activity.Rate(db.Name()),
 	}
 	d.Peak = views.MaxOf(d.Series)
+	// A collection's documents include its conflicted ids; a collection
+	// whose documents are all conflicted is listed too.
 	for _, c := range st.Collections {
-		d.Collections = append(d.Collections, views.StatsCollection{Name: c.Name, Docs: c.Docs, Tombstones: c.Tombstones})
+		n := perColl[strings.ToLower(c.Name)].IDs
+		delete(perColl, strings.ToLower(c.Name))
+		d.Collections = append(d.Collections, views.StatsCollection{Name: c.Name, Docs: c.Docs + n, Conflicted: n, Tombstones: c.Tombstones})
+	}
+	for _, c := range perColl {
+		d.Collections = append(d.Collections, views.StatsCollection{Name: c.Name, Docs: c.IDs, Conflicted: c.IDs})
 	}
 	sort.Slice(d.Collections, func(i, j int) bool {
 		return strings.ToLower(d.Collections[i].Name) < strings.ToLower(d.Collections[j].Name)
@@ -51,7 +70,7 @@ func (s *Studio) statsData(name string) (views.StatsData, error) {
 }
 
 func (s *Studio) statsPage(c echo.Context) error {
-	d, err := s.statsData(c.Param("db"))
+	d, err := s.statsData(c.Request().Context(), c.Param("db"))
 	if err != nil {
 		return s.studioError(c, "", err)
 	}
@@ -59,7 +78,7 @@ func (s *Studio) statsPage(c echo.Context) error {
 }
 
 func (s *Studio) statsLive(ctx context.Context, q url.Values) ([]views.Fragment, error) {
-	d, err := s.statsData(q.Get("db"))
+	d, err := s.statsData(ctx, q.Get("db"))
 	if err != nil {
 		return nil, err
 	}

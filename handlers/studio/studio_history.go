@@ -101,12 +101,16 @@ func (s *Studio) serveHistory(c echo.Context) error {
 			cn := chartNode{Tag: n.Tag}
 			if st := s.reach().State(n.Tag); st.Checked && !st.Reachable {
 				cn.Problem = "unreachable since " + st.Since.UTC().Format(time.TimeOnly) + " UTC: " + st.Problem
+				mu.Lock()
 				nodes = append(nodes, cn)
+				mu.Unlock()
 				continue
 			}
 			if n.URL == "" {
 				cn.Problem = "no HTTP URL known yet"
+				mu.Lock()
 				nodes = append(nodes, cn)
+				mu.Unlock()
 				continue
 			}
 			wg.Add(1)

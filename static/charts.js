@@ -156,6 +156,13 @@
     });
     var axis = { stroke: fg, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
     return {
+      hooks: {
+        draw: [
+          function (u) {
+            self.drawn(u);
+          },
+        ],
+      },
       width: this.width(),
       height: 200,
       series: series,
@@ -212,6 +219,32 @@
     this.shape = shape;
     this.plot = new uPlot(this.options(), cols, this.plotEl);
     this.el.setAttribute("data-drawn", "true");
+  };
+
+  // drawn says what the canvas shows, for assistive technology and tests:
+  // the axes' units and tick labels, and each line's latest value.
+  Chart.prototype.drawn = function (u) {
+    var unit = this.unit;
+    var ticks = function (i) {
+      var a = u.axes[i];
+      return a && a._values ? a._values.filter(function (v) {
+        return v != null && v !== "";
+      }) : [];
+    };
+    var yt = ticks(1);
+    this.el.setAttribute("data-x-ticks", String(ticks(0).length));
+    this.el.setAttribute("data-y-ticks", yt.join(","));
+    this.el.setAttribute("data-y-label", unit);
+    var self = this;
+    var latest = this.order.map(function (k, i) {
+      var col = u.data[i + 1] || [];
+      for (var j = col.length - 1; j >= 0; j--) {
+        if (col[j] != null) return self.series[k].label + ": " + fmt(col[j]) + " " + unit;
+      }
+      return self.series[k].label + ": no value";
+    });
+    this.plotEl.setAttribute("role", "img");
+    this.plotEl.setAttribute("aria-label", "Time on x, " + unit + " on y (from 0 to " + (yt[yt.length - 1] || "?") + "). Latest: " + latest.join("; ") + ".");
   };
 
   Chart.prototype.resize = function () {

@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rookerydb/rookery/backend/pki"
 )
 
 // chartAnswer is GET /studio/history's answer.
@@ -284,4 +287,84 @@ func TestStudioHistoryWrites(t *testing.T) {
 		{name: "bad kind", method: "GET", url: "/studio/history?kind=cpu", status: 400, errType: "Raven.Client.Exceptions.BadRequestException", contains: []string{"unknown kind"}},
 		{name: "internal is for nodes", method: "GET", url: "/internal/history", status: 403},
 	})
+}
+
+// TestStudioHistorySecuredShowsOnlyReadableDatabases: on a secured node a
+// certificate with Read on one database gets only that database's series;
+// the admin gets every database's, and nobody without a certificate gets
+// any.
+func TestStudioHistorySecuredShowsOnlyReadableDatabases(t *testing.T) {
+	dir, res := securedSetup(t)
+	reader, err := pki.IssueClient(dir, pki.ClientOptions{Name: "reader", PFXPassword: "pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startSecured(t, res, "A", "")
+	admin := certClient(t, res, res.Admin.PEM)
+	waitReady(t, admin, n.url)
+	for _, db := range []string{"shop", "other"} {
+		if p := browseForm(t, admin, n.url+"/studio/databases", url.Values{"name": {db}}); p.status != 303 {
+			t.Fatalf("create %s: %d %s", db, p.status, p.location)
+		}
+	}
+	p := registerForm(t, admin, n.url, map[string][]string{
+		"name": {"reader"}, "clearance": {"ValidUser"}, "pem": {string(readFile(t, reader.PEM))}, "permDb": {"shop"}, "permAccess": {"Read"},
+	}, nil)
+	if p.status != 303 {
+		t.Fatalf("register reader: %d %s", p.status, p.location)
+	}
+	for _, db := range []string{"shop", "other"} {
+		req, _ := http.NewRequest("PUT", n.url+"/databases/"+db+"/subscriptions", strings.NewReader(`{"Query":"from Orders","Name":"feed-`+db+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := admin.Do(req)
+		if err != nil || resp.StatusCode != 201 {
+			t.Fatalf("subscription on %s: %v %v", db, err, resp)
+		}
+		resp.Body.Close()
+	}
+	answer := func(c *http.Client, path string) (int, chartAnswer) {
+		resp, err := c.Get(n.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a chartAnswer
+		if resp.StatusCode == 200 {
+			if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode, a
+	}
+	dbs := func(a chartAnswer) string {
+		var out []string
+		for _, s := range a.Series {
+			out = append(out, s.Database+"/"+s.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, a := answer(admin, "/studio/history?kind=sub_backlog")
+		if dbs(a) == "other/feed-other,shop/feed-shop" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("admin's series: %q", dbs(a))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	ro := certClient(t, res, reader.PEM)
+	if code, a := answer(ro, "/studio/history?kind=sub_backlog"); code != 200 || dbs(a) != "shop/feed-shop" {
+		t.Fatalf("reader's series: %d %q", code, dbs(a))
+	}
+	if code, a := answer(ro, "/studio/history?db=other"); code != 200 || len(a.Series) != 0 {
+		t.Fatalf("reader asking for another database's series: %d %q", code, dbs(a))
+	}
+	if code, _ := answer(ro, "/internal/history"); code != 403 {
+		t.Fatalf("reader on the node-only history: %d", code)
+	}
+	if code, _ := answer(certClient(t, res, ""), "/studio/history"); code != 403 && code != 401 {
+		t.Fatalf("no certificate: %d", code)
+	}
 }

@@ -168,6 +168,7 @@ var routeRules = map[string]rule{
 	"POST /admin/operations/kill":                     operator,
 	"GET /internal/indexes/usage":                     nodeOnly,
 	"GET /internal/conflicts/log":                     nodeOnly,
+	"GET /internal/history":                           nodeOnly,
 	"GET /databases/:db/collections/stats":            dbRead,
 	"GET /databases/:db/configuration/client":         dbRead,
 	"GET /databases/:db/healthcheck":                  dbRead,
@@ -217,6 +218,7 @@ var routeRules = map[string]rule{
 	"POST /studio/cluster/remove":   clusterAdm.audited("cluster.remove", "form:tag"),
 	"POST /studio/cluster/stepdown": clusterAdm.audited("cluster.stepdown", ""),
 	"GET /studio/live":              on(auth.DatabaseRead, "query:db?"),
+	"GET /studio/history":           anyone, // only the series of databases the caller may read
 	// Certificates: an Operator manages Operator and ValidUser
 	// certificates, only a ClusterAdmin the others (the handlers check).
 	"GET /studio/certificates":         operator,

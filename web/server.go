@@ -30,6 +30,7 @@ import (
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/history"
 	"github.com/rookerydb/rookery/backend/index"
 	"github.com/rookerydb/rookery/backend/indexes"
 	"github.com/rookerydb/rookery/backend/metrics"
@@ -144,6 +145,10 @@ type Config struct {
 	// and write (several databases at once, an import from a file on the
 	// server); <DataDir>/dumps when empty.
 	DumpDir string
+	// HistoryRetention, HistoryInterval and HistoryMaxSeries size the
+	// studio's chart history (history.Options; zero takes each default).
+	HistoryRetention, HistoryInterval time.Duration
+	HistoryMaxSeries                  int
 }
 
 // applyLimits checks the parser limits of cfg, fills in the defaults, and
@@ -265,6 +270,14 @@ type Server struct {
 	audit      *audit.Log
 	acceptErrs *prometheus.CounterVec
 	limits     *requestLimits
+
+	// history is the studio's chart series, sampled by the ticker every
+	// history interval (history.go); reach is what this node saw of the
+	// others when it last asked them.
+	history     *history.Store
+	historyLast time.Time
+	rates       history.Rates
+	reach       *history.Reachability
 }
 
 // resolutionFailed raises an alert when an automatic resolution (a script)
@@ -300,6 +313,10 @@ func New(cfg Config) (*Server, error) {
 	if err := applyLimits(&cfg); err != nil {
 		return nil, err
 	}
+	histOpts, err := history.Options{Retention: cfg.HistoryRetention, Interval: cfg.HistoryInterval, MaxSeries: cfg.HistoryMaxSeries}.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
 	sec, err := newSecurity(&cfg)
 	if err != nil {
 		return nil, err
@@ -314,7 +331,8 @@ func New(cfg Config) (*Server, error) {
 		auditLog.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, catalog: cat, recon: make(chan struct{}, 1), sec: sec, audit: auditLog}
+	s := &Server{cfg: cfg, log: cfg.Logger, catalog: cat, recon: make(chan struct{}, 1), sec: sec, audit: auditLog,
+		history: history.New(histOpts), reach: &history.Reachability{}}
 	s.nodes = newNodeClient(sec)
 	s.repl.stopping, s.repl.stopAll = context.WithCancel(context.Background())
 	initial := cfg.PublicURL
@@ -401,7 +419,8 @@ func New(cfg Config) (*Server, error) {
 	s.studio = &studio.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs,
 		Nodes: s.nodes, Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize,
 		ServerCertificate: wire.ServerCertificate, WellKnownAdmins: wire.WellKnownAdmins, Audit: wire.Audit,
-		Indexes: s.indexes, Queries: s.queries, IndexUsage: s.idx.Usage, IndexConfig: s.idx.Config, OnQuery: s.idx.Queried}
+		Indexes: s.indexes, Queries: s.queries, IndexUsage: s.idx.Usage, IndexConfig: s.idx.Config, OnQuery: s.idx.Queried,
+		History: s.history, Reach: s.reach}
 	if !sec.secured {
 		s.studio.UnsecuredAccess = accessName(sec.access)
 	}
@@ -416,6 +435,7 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/databases/:db/replication", s.serveReplication)
 	e.GET("/databases/:db/replication/stats", s.replicationStats)
 	e.GET("/internal/indexes/usage", s.indexUsage)
+	e.GET("/internal/history", s.internalHistory)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", http.FileServer(http.FS(static.Files)))))
 	s.echo = e
 	s.watch()
@@ -504,6 +524,7 @@ func (s *Server) tick() {
 			s.hub.Tick(db.Name())
 		}
 		s.hub.Tick("") // server-wide pages (dashboard, cluster) even with no databases
+		s.maybeSampleHistory(time.Now())
 		s.maybeCleanupIndexes(time.Now())
 		s.studio.Tick(context.Background())
 	}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/history"
 	"github.com/rookerydb/rookery/backend/rql"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/web"
@@ -56,6 +57,9 @@ type options struct {
 	maxRequestBody, maxDocumentSize, maxImport byteSize
 	minDataRateGrace                           time.Duration
 	indexCleanupInterval                       time.Duration
+	// The studio's chart history (web.Config's History… fields).
+	historyRetention, historyInterval time.Duration
+	historyMaxSeries                  int
 	// tagSet: --node-tag (or ROOKERY_NODE_TAG) was given explicitly.
 	tagSet bool
 }
@@ -108,6 +112,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.minDataRateGrace, "min-data-rate-grace", web.DefaultMinDataRateGrace, "how long a body or a response write may go before --min-data-rate applies")
 	fs.IntVar(&o.maxLivePages, "max-live-pages", web.DefaultMaxLivePages, "most studio pages kept live at once, one websocket each (-1: no cap)")
 	fs.DurationVar(&o.indexCleanupInterval, "index-cleanup-interval", web.DefaultIndexCleanupInterval, "how often the leader applies the auto-index cleanup rules (Indexing.CleanupIntervalInMin)")
+	fs.DurationVar(&o.historyRetention, "history-retention", history.DefaultRetention, "how far back the studio's charts go (writes/s, replication lag, subscription backlog), kept in memory")
+	fs.DurationVar(&o.historyInterval, "history-interval", history.DefaultInterval, "time between two samples of the studio's charts (at least 1s)")
+	fs.IntVar(&o.historyMaxSeries, "history-max-series", history.DefaultMaxSeries, "most chart series kept in memory (one per database, replication link and subscription); more are not charted")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: studio [serve] [flags]\n       studio setup ... (certificates of a secured cluster: studio setup -h)\n\nEvery flag is mirrored by an environment variable (--data-dir is ROOKERY_DATA_DIR).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -192,7 +199,8 @@ func run(args []string, stderr io.Writer) error {
 		MaxChangeVectorLength: o.maxChangeVectorLength, MaxChangeVectorEntries: o.maxChangeVectorEntries, MaxWorkerMessage: o.maxWorkerMessage,
 		MaxConnections: o.maxConnections, MaxRequestBody: int64(o.maxRequestBody), MaxDocumentSize: int64(o.maxDocumentSize), MaxImportSize: int64(o.maxImport),
 		MinDataRate: o.minDataRate, MinDataRateGrace: o.minDataRateGrace, MaxLivePages: o.maxLivePages,
-		IndexCleanupInterval: o.indexCleanupInterval, DumpDir: o.dumpDir}
+		IndexCleanupInterval: o.indexCleanupInterval, DumpDir: o.dumpDir,
+		HistoryRetention: o.historyRetention, HistoryInterval: o.historyInterval, HistoryMaxSeries: o.historyMaxSeries}
 	if err := resolveTag(&o, &cfg, log); err != nil {
 		return err
 	}

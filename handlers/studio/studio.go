@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/a-h/templ"
@@ -25,6 +26,7 @@ import (
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/history"
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/index"
 	"github.com/rookerydb/rookery/backend/indexes"
@@ -97,7 +99,15 @@ type Studio struct {
 	// cleanup's record of usage, as for a client's query).
 	OnQuery func(db string, res *query.Result)
 
+	// History is the node's chart series (GET /studio/history); nil
+	// leaves the charts empty. Reach is what this node saw of the others
+	// when it last asked them (the dashboard's node states); Tick asks.
+	History *history.Store
+	Reach   *history.Reachability
+
 	certCheck certCheck
+	// probing is set while a round of reachability checks runs.
+	probing atomic.Bool
 
 	live  map[string]LiveFunc
 	ticks map[string]bool
@@ -122,6 +132,7 @@ func (s *Studio) WantsTicks(page string) bool { return s.ticks[page] }
 
 // Tick runs the studio's once-a-second checks (the identity audit alerts).
 func (s *Studio) Tick(ctx context.Context) {
+	s.probeNodes(ctx)
 	s.auditTick(ctx)
 	s.certificateTick(time.Now())
 }
@@ -130,6 +141,9 @@ func (s *Studio) Tick(ctx context.Context) {
 // same-origin check.
 func (s *Studio) Register(e *echo.Echo) {
 	s.live, s.ticks = map[string]LiveFunc{}, map[string]bool{}
+	if s.Reach == nil {
+		s.Reach = &history.Reachability{}
+	}
 	e.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/studio/") })
 	e.GET("/studio", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/studio/") })
 	g := e.Group("/studio", sameOrigin)
@@ -138,6 +152,7 @@ func (s *Studio) Register(e *echo.Echo) {
 	g.POST("/databases", s.createDatabase)
 	g.POST("/databases/delete", s.deleteDatabase)
 	g.POST("/alerts/dismiss", s.dismissAlert)
+	g.GET("/history", s.serveHistory)
 	s.registerDamage(g)
 	s.registerCluster(g)
 	s.registerCertificates(g)
@@ -315,30 +330,43 @@ func (s *Studio) members(db string) []string {
 	return []string{s.NodeTag}
 }
 
+// nodes are the cluster's nodes as this node last saw them: its own Raft
+// state, and for every other node whether it answered the last check
+// (probeNodes), since when, and the role it reported. A node that does not
+// answer is unreachable, never the role it had.
 func (s *Studio) nodes() []views.NodeInfo {
 	if s.Cluster == nil {
-		return []views.NodeInfo{{Tag: s.NodeTag, URL: s.URL(), State: "standalone"}}
+		return []views.NodeInfo{{Tag: s.NodeTag, URL: s.URL(), Self: true, Checked: true, Reachable: true, Role: "standalone"}}
 	}
-	leader, _ := s.Cluster.Leader()
+	self := s.Cluster.Status()
 	var out []views.NodeInfo
 	for _, n := range s.Cluster.Nodes() {
-		state := "Follower"
-		if n.Tag == leader {
-			state = "Leader"
-		}
 		if n.Tag == s.NodeTag {
-			state += " (this node)"
+			out = append(out, views.NodeInfo{Tag: n.Tag, URL: n.URL, Self: true, Checked: true, Reachable: true, Role: self.State})
+			continue
 		}
-		out = append(out, views.NodeInfo{Tag: n.Tag, URL: n.URL, State: state})
+		st := s.reach().State(n.Tag)
+		out = append(out, views.NodeInfo{Tag: n.Tag, URL: n.URL, Checked: st.Checked, Reachable: st.Reachable, Role: st.Role,
+			Since: st.Since, LastSeen: st.LastSeen, Problem: st.Problem})
 	}
 	if len(out) == 0 {
-		out = []views.NodeInfo{{Tag: s.NodeTag, URL: s.URL(), State: "starting"}}
+		out = []views.NodeInfo{{Tag: s.NodeTag, URL: s.URL(), Self: true, Checked: true, Reachable: true, Role: "starting"}}
 	}
 	return out
 }
 
+// chartsInfo is how this node samples its charts.
+func (s *Studio) chartsInfo() views.ChartsInfo {
+	ci := views.ChartsInfo{Self: s.NodeTag, Interval: history.DefaultInterval, Retention: history.DefaultRetention}
+	if s.History != nil {
+		o := s.History.Options()
+		ci.Interval, ci.Retention = o.Interval, o.Retention
+	}
+	return ci
+}
+
 func (s *Studio) dashboard(c echo.Context) error {
-	return render(c, http.StatusOK, s.chrome(c, "Dashboard", "", views.NavDashboard, "dashboard"), views.DashboardPage(s.nodes(), s.databaseRows(c.Request().Context())))
+	return render(c, http.StatusOK, s.chrome(c, "Dashboard", "", views.NavDashboard, "dashboard"), views.DashboardPage(s.nodes(), s.databaseRows(c.Request().Context()), s.chartsInfo()))
 }
 
 func (s *Studio) dashboardLive(ctx context.Context, q url.Values) ([]views.Fragment, error) {

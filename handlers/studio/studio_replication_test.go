@@ -45,7 +45,7 @@ func (n *replNode) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, err := web.New(web.Config{HTTPAddr: n.addr, RaftAddr: n.raft, DataDir: n.dir, NodeTag: n.tag, Join: n.join, Replication: true, AllowedHosts: []string{"example.com"},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ElectionTimeout: 150 * time.Millisecond})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ElectionTimeout: 150 * time.Millisecond, HistoryInterval: time.Second})
 	if err != nil {
 		l.Close()
 		t.Fatal(err)
@@ -103,8 +103,8 @@ func attr(row, testid, name string) string {
 // TestStudioReplicationPage drives the Replication page of a real
 // two-node cluster through the node's router: the destination in sync (0
 // behind), then down (state, last error, exactly the documents it lacks,
-// their age), then back (0 again), with the items-behind sparkline filling
-// once a second.
+// their age, and the matrix cell A → B saying the same), then back (0
+// again).
 func TestStudioReplicationPage(t *testing.T) {
 	base := t.TempDir()
 	a := &replNode{tag: "A", dir: filepath.Join(base, "A"), addr: freeAddr(t), raft: freeAddr(t)}
@@ -124,7 +124,10 @@ func TestStudioReplicationPage(t *testing.T) {
 		`data-live="/studio/live?db=lagdb&amp;page=replication"`,
 		`aria-current="page" href="/studio/db/lagdb/replication"`,
 		`data-testid="repl-destinations">1<`,
-		`data-testid="repl-sparkline"`,
+		`data-testid="chart-repl-items"`,
+		`data-src="/studio/history?kind=repl_items&amp;scope=cluster&amp;db=lagdb"`,
+		`data-testid="repl-cell" data-source="A" data-destination="B" data-state="connected" data-items="0"`,
+		`data-testid="repl-cell" data-source="B" data-destination="A" data-state="connected" data-items="0"`,
 		`<caption class="sr-only">Outgoing replication, one row per destination</caption>`,
 	} {
 		if !strings.Contains(body, want) {
@@ -164,13 +167,14 @@ func TestStudioReplicationPage(t *testing.T) {
 	if !strings.Contains(row, `class="repl-state warn"`) || !strings.Contains(row, `>30<`) {
 		t.Fatalf("row of a stopped destination: %s", row)
 	}
-	// The sparkline has samples by now (one a second), and the largest
-	// of them is what it says in its label.
-	if n, _ := strconv.Atoi(attr(row, "repl-sparkline", "data-samples")); n < 1 {
-		t.Fatalf("no samples: %s", row)
+	// The matrix says the same of A → B, and B, down, is a source that
+	// did not answer: its links are unknown, not zero.
+	if !regexp.MustCompile(`data-testid="repl-cell" data-source="A" data-destination="B" data-state="(connecting|waiting to retry)" data-items="30"`).MatchString(body) {
+		t.Fatalf("matrix cell A → B of a stopped destination: %s", body)
 	}
-	if !regexp.MustCompile(`aria-label="Items behind B, last 5 min[^"]*: now 30, peak 30"`).MatchString(row) {
-		t.Fatalf("sparkline label: %s", row)
+	if !strings.Contains(body, `data-testid="repl-cell" data-source="B" data-destination="A" data-state="unreachable" data-items="" data-seconds=""`) ||
+		!strings.Contains(body, `data-testid="repl-matrix-row" data-key="B" data-source="B" data-reachable="false"`) {
+		t.Fatalf("matrix row of a stopped source: %s", body)
 	}
 
 	// B is back: 0 behind, connected, no retry pending.

@@ -169,10 +169,10 @@ type Stats struct {
 	// the cluster state); MentorNode the node the definition asks for.
 	LastNode   string `json:",omitempty"`
 	MentorNode string `json:",omitempty"`
-	DocsRead      int64
-	DocsSent      int64
-	DocsAcked     int64
-	Batches       int64
+	DocsRead   int64
+	DocsSent   int64
+	DocsAcked  int64
+	Batches    int64
 	// ScanCost is documents read per document sent (0 before any send).
 	ScanCost    float64
 	LastAck     *time.Time `json:",omitempty"`

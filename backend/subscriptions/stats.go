@@ -56,10 +56,10 @@ type stats struct {
 	// while the error is current).
 	recoveredAt time.Time
 	// health smooths the status (hysteresis for OK and SLOW).
-	health health
-	ackLatency   []time.Duration
-	maxSent      int64
-	samples      []sample
+	health     health
+	ackLatency []time.Duration
+	maxSent    int64
+	samples    []sample
 }
 
 func trim[T any](s []T, n int) []T {

@@ -202,6 +202,33 @@ func (a *API) subscriptionMonitor(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, r)
 }
 
+// internalSubscriptionMonitor is this node's monitor report for another
+// node's Subscriptions page (GET /internal/subscriptions/monitor?db=[&name=],
+// nodes only): every subscription's figures as this node sees them (its
+// workers, rates, errors, its copy's position). Without name, the
+// connection and batch histories are left out (the list does not show
+// them); with name, only that subscription, whole.
+func (a *API) internalSubscriptionMonitor(c echo.Context) error {
+	db, err := a.Catalog.Get(c.QueryParam("db"))
+	if err != nil {
+		return err
+	}
+	r := a.Subscriptions.Report(c.Request().Context(), db.Name())
+	name := c.QueryParam("name")
+	rows := make([]subscriptions.Stats, 0, len(r.Subscriptions))
+	for _, st := range r.Subscriptions {
+		switch {
+		case name == "":
+			st.Connections, st.History = nil, nil
+		case !strings.EqualFold(st.Name, name):
+			continue
+		}
+		rows = append(rows, st)
+	}
+	r.Subscriptions = rows
+	return writeJSON(c, http.StatusOK, r)
+}
+
 func (a *API) subscriptionThresholds(c echo.Context) error {
 	db, err := a.db(c)
 	if err != nil {

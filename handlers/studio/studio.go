@@ -98,6 +98,9 @@ type Studio struct {
 	OnQuery func(db string, res *query.Result)
 
 	certCheck certCheck
+	// subPeers caches the other nodes' subscription reports for a second
+	// (studio_subscriptions_cluster.go).
+	subPeers subPeerCache
 
 	live  map[string]LiveFunc
 	ticks map[string]bool

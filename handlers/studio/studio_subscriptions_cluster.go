@@ -145,19 +145,22 @@ func (s *Studio) subReports(ctx context.Context, db, name string) []subNodeRepor
 	}
 	members := slices.Clone(rec.Members)
 	slices.Sort(members)
-	var wg sync.WaitGroup
 	for _, tag := range members {
-		if tag == s.NodeTag {
-			continue
+		if tag != s.NodeTag {
+			out = append(out, subNodeReport{node: views.SubNode{Tag: tag}})
 		}
-		out = append(out, subNodeReport{node: views.SubNode{Tag: tag}})
-		nr := &out[len(out)-1]
-		if urls[tag] == "" {
+	}
+	// out is complete: the goroutines below fill its elements in place.
+	var wg sync.WaitGroup
+	for i := 1; i < len(out); i++ {
+		nr := &out[i]
+		base := urls[nr.node.Tag]
+		if base == "" {
 			nr.node.Problem = "no URL known yet"
 			continue
 		}
 		wg.Add(1)
-		go func(base string) {
+		go func() {
 			defer wg.Done()
 			r, err := s.subPeers.get(ctx, s.peers(), base, db, name)
 			if err != nil {
@@ -165,10 +168,8 @@ func (s *Studio) subReports(ctx context.Context, db, name string) []subNodeRepor
 				return
 			}
 			nr.r, nr.node.Answered = r, true
-		}(urls[tag])
+		}()
 	}
-	// out is not appended to past this point: the goroutines hold
-	// pointers into it.
 	wg.Wait()
 	return out
 }

@@ -87,7 +87,7 @@ func TestStudioSubscriptionsView(t *testing.T) {
 	}
 }
 
-// Two nodes. A worker consumes on A; B's page shows the subscription
+// Three nodes. A worker consumes on A; B's page shows the subscription
 // with node A responsible and A's figures (RUNNING, the position A's
 // delivery reached), while B's own monitor, alone, says STOPPED at 0 (the
 // trial's finding). A subscription nobody serves shows this node's
@@ -100,7 +100,9 @@ func TestStudioSubscriptionsClusterWide(t *testing.T) {
 	a.start(t)
 	b := &replNode{tag: "B", dir: filepath.Join(base, "B"), addr: freeAddr(t), raft: freeAddr(t), join: a.url()}
 	b.start(t)
-	t.Cleanup(func() { b.stop(); a.stop() })
+	c := &replNode{tag: "C", dir: filepath.Join(base, "C"), addr: freeAddr(t), raft: freeAddr(t), join: a.url()}
+	c.start(t)
+	t.Cleanup(func() { c.stop(); b.stop(); a.stop() })
 	apiCall(t, "PUT", a.url()+"/admin/databases?name=cw", `{"DatabaseName":"cw"}`, 201)
 	apiCall(t, "POST", a.url()+"/databases/cw/bulk_docs", orderDocs(1, 6), 201)
 	apiCall(t, "PUT", a.url()+"/databases/cw/subscriptions", `{"Query":"from Orders","Name":"feed"}`, 201)
@@ -108,7 +110,8 @@ func TestStudioSubscriptionsClusterWide(t *testing.T) {
 	hb := b.srv.Handler()
 	page := "/studio/db/cw/subscriptions"
 	pollPage(t, hb, page, 30*time.Second, func(body string) bool {
-		return strings.Contains(body, `data-testid="sub-row-feed"`) && strings.Contains(body, `data-testid="sub-node-A" data-answered="true"`)
+		return strings.Contains(body, `data-testid="sub-row-feed"`) && strings.Contains(body, `data-testid="sub-node-A" data-answered="true"`) &&
+			strings.Contains(body, `data-testid="sub-node-C" data-answered="true"`)
 	})
 
 	w := dialWorker(t, a.addr, "cw", "feed", 2)

@@ -299,9 +299,16 @@ func (m *Manager) Sample(ctx context.Context, dbs []string) {
 // definitions are always current, so an action shows at once: a deleted
 // subscription is gone, a disabled or edited one shows as such.
 func (m *Manager) Report(ctx context.Context, db string) Report {
+	return m.ReportWithin(ctx, db, 900*time.Millisecond)
+}
+
+// ReportWithin is Report with figures up to maxAge old: another node's
+// page asks with a few seconds, so its question never adds a computation
+// to the once-a-second samples of a busy node.
+func (m *Manager) ReportWithin(ctx context.Context, db string, maxAge time.Duration) Report {
 	m.mu.Lock()
 	mon := m.mon[strings.ToLower(db)]
-	fresh := mon != nil && m.now().Sub(mon.at) < 900*time.Millisecond
+	fresh := mon != nil && m.now().Sub(mon.at) < maxAge
 	var r Report
 	if fresh {
 		r = mon.report

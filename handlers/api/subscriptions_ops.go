@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -213,7 +214,8 @@ func (a *API) internalSubscriptionMonitor(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	r := a.Subscriptions.Report(c.Request().Context(), db.Name())
+	// The sampler computes the report every second; reuse it.
+	r := a.Subscriptions.ReportWithin(c.Request().Context(), db.Name(), 3*time.Second)
 	name := c.QueryParam("name")
 	rows := make([]subscriptions.Stats, 0, len(r.Subscriptions))
 	for _, st := range r.Subscriptions {

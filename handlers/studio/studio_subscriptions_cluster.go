@@ -37,7 +37,7 @@ import (
 
 const (
 	// subPeerTimeout bounds how long the page waits for another node.
-	subPeerTimeout = 1500 * time.Millisecond
+	subPeerTimeout = 2500 * time.Millisecond
 	// subPeerFresh is how long an answer is reused; subPeerRetry how long
 	// a failure is (so a node that hangs does not hold every render).
 	subPeerFresh = 900 * time.Millisecond

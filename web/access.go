@@ -108,6 +108,8 @@ var routeRules = map[string]rule{
 	"POST /admin/cluster/remove":   clusterAdm.audited("cluster.remove", "query:tag"),
 	"POST /admin/cluster/stepdown": clusterAdm.audited("cluster.stepdown", ""),
 	"POST /internal/cluster/apply": nodeOnly,
+	// A node's subscription monitor, for another node's Subscriptions page.
+	"GET /internal/subscriptions/monitor": nodeOnly,
 
 	// One database: documents, ids, statistics.
 	"GET /databases/:db/docs":             dbRead,

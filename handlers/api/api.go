@@ -114,6 +114,7 @@ func (a *API) Register(e *echo.Echo) {
 	e.POST("/admin/cluster/remove", a.clusterRemove)
 	e.POST("/admin/cluster/stepdown", a.clusterStepDown)
 	e.POST("/internal/cluster/apply", a.clusterApply)
+	e.GET("/internal/subscriptions/monitor", a.internalSubscriptionMonitor)
 
 	g := e.Group("/databases/:db", a.topologyEtag)
 	g.GET("/docs", a.getDocs)

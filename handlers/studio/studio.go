@@ -108,6 +108,9 @@ type Studio struct {
 	certCheck certCheck
 	// probing is set while a round of reachability checks runs.
 	probing atomic.Bool
+	// subPeers caches the other nodes' subscription reports for a second
+	// (studio_subscriptions_cluster.go).
+	subPeers subPeerCache
 
 	live  map[string]LiveFunc
 	ticks map[string]bool

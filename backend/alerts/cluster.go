@@ -2,11 +2,15 @@ package alerts
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rookerydb/rookery/backend/auth"
+	"github.com/rookerydb/rookery/backend/names"
 )
 
 // certificatePrefix starts the keys of the certificate expiry alerts,
@@ -170,4 +174,48 @@ func (g Gathered) Find(key string) (Entry, bool) {
 		}
 	}
 	return Entry{}, false
+}
+
+// Actions a person takes on an alert.
+const (
+	Dismiss  = "dismiss"
+	Postpone = "postpone"
+	Restore  = "restore"
+)
+
+// Center is the cluster-wide notification center the handlers serve: every
+// node's alerts gathered (the node's own always current, the others' as
+// last fetched), and an action applied on every node that raised a key.
+type Center interface {
+	Gathered(ctx context.Context) Gathered
+	// Act applies action (Dismiss, Postpone until a time, Restore) to the
+	// key on every node holding it; ErrNotFound when none does.
+	Act(ctx context.Context, key, action string, until time.Time) error
+}
+
+// MaxPostpone is the longest postponement.
+const MaxPostpone = 365 * 24 * time.Hour
+
+// ParsePostpone reads how long to postpone an alert: a Go duration
+// ("90m", "1h") or a number of days ("1d", "7d"), more than 0 and at most
+// a year.
+func ParsePostpone(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	var d time.Duration
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || len(days) > 4 {
+			return 0, fmt.Errorf("%q is not a number of days such as 1d", names.Clip(v, 40))
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			return 0, fmt.Errorf("%q is not a duration such as 1h or 1d", names.Clip(v, 40))
+		}
+	}
+	if d <= 0 || d > MaxPostpone {
+		return 0, fmt.Errorf("an alert is postponed for more than 0 and at most 365 days, not %s", names.Clip(v, 40))
+	}
+	return d, nil
 }

@@ -235,13 +235,12 @@ func (w *watchers) checkLeader(now time.Time) {
 		if st.LeaderTag != "" { // the first leader this node sees is no change
 			w.leaderKnown, w.leader, w.term, w.since = true, st.LeaderTag, st.Term, now
 		}
-	default:
-		if st.Term > w.term {
-			event = true
-			w.term = st.Term
-		}
-		if st.LeaderTag != "" && st.LeaderTag != w.leader {
-			event, changed = true, true
+	case st.LeaderTag != "" && (st.Term > w.term || st.LeaderTag != w.leader):
+		// An election is told once its leader is known: the new term
+		// with the same leader, or another leader.
+		event, changed = true, st.LeaderTag != w.leader
+		w.term = st.Term
+		if changed {
 			w.leader, w.since = st.LeaderTag, now
 		}
 	}

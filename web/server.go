@@ -307,7 +307,7 @@ type Server struct {
 // fails: the conflict stays stored and someone has to look at it.
 func (s *Server) resolutionFailed(database, id string, err error) {
 	s.log.Warn("automatic conflict resolution failed", "database", database, "id", id, "error", err)
-	s.alerts.Raise(alerts.Alert{Key: "conflict-script/" + strings.ToLower(database), Level: alerts.Warning, Database: database,
+	s.alerts.Raise(alerts.Alert{Key: "conflict-script/" + strings.ToLower(database), Level: alerts.Warning, Database: database, Link: dbPath(database, "conflicts"),
 		Title: "Conflict script failed", Message: "Resolving " + id + ": " + err.Error() + ". The conflict is kept; see the Conflicts page."})
 }
 

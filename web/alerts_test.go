@@ -118,6 +118,17 @@ func startAlertNodes(t *testing.T, clk *alertClock, mod func(tag string, c *Conf
 	return nodes
 }
 
+// createAlertDB creates a database, retrying while a young cluster has
+// no quorum yet (503).
+func createAlertDB(t *testing.T, n *aNode, name string) {
+	t.Helper()
+	waitFor(t, "create "+name, 20*time.Second, func() bool {
+		status, _ := acall(t, "PUT", n.url+"/admin/databases?name="+name, `{"DatabaseName":"`+name+`"}`)
+		return status == 201
+	})
+	waitFor(t, name+" open", 10*time.Second, func() bool { _, err := n.srv.catalog.Get(name); return err == nil })
+}
+
 func waitFor(t *testing.T, what string, within time.Duration, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -216,8 +227,7 @@ func conflictOn(t *testing.T, n *aNode, db, id string, etag int) {
 func TestAlertConflicts(t *testing.T) {
 	clk := &alertClock{}
 	n := startAlertNodes(t, clk, nil, "A")[0]
-	createDB(t, n.url, "shop")
-	waitFor(t, "shop open", 10*time.Second, func() bool { _, err := n.srv.catalog.Get("shop"); return err == nil })
+	createAlertDB(t, n, "shop")
 	post(t, n.url+"/admin/replication/conflicts/solver?name=shop", `{"ResolveToLatest":false}`)
 	key := keyConflicts + "shop"
 
@@ -453,7 +463,7 @@ func TestAlertReplicationError(t *testing.T) {
 		}
 	}, "A", "B")
 	a := nodes[0]
-	createDB(t, a.url, "rep")
+	createAlertDB(t, a, "rep")
 	waitFor(t, "A's sender to B fails", 20*time.Second, func() bool {
 		for _, s := range a.srv.allSenders() {
 			if s.db == "rep" && s.st.Tag == "B" && s.st.LastError != "" {
@@ -485,7 +495,7 @@ func TestAlertReplicationError(t *testing.T) {
 func TestAlertIndexes(t *testing.T) {
 	clk := &alertClock{}
 	n := startAlertNodes(t, clk, nil, "A")[0]
-	createDB(t, n.url, "ix")
+	createAlertDB(t, n, "ix")
 	var cmds []string
 	for i := 0; i < 20; i++ {
 		cmds = append(cmds, fmt.Sprintf(`{"Id":"items/%d","Type":"PUT","Document":{"N":%d,"@metadata":{"@collection":"Items"}}}`, i, i))
@@ -519,8 +529,7 @@ func TestAlertIndexes(t *testing.T) {
 func TestAlertRunawaySubscriptions(t *testing.T) {
 	clk := &alertClock{}
 	n := startAlertNodes(t, clk, nil, "A")[0]
-	createDB(t, n.url, "subs")
-	waitFor(t, "subs open", 10*time.Second, func() bool { _, err := n.srv.catalog.Get("subs"); return err == nil })
+	createAlertDB(t, n, "subs")
 	if status, b := acall(t, "PUT", n.url+"/databases/subs/subscriptions/monitor/thresholds", `{"BurstCount":3,"BurstSeconds":60}`); status/100 != 2 {
 		t.Fatalf("thresholds: %d %s", status, b)
 	}

@@ -490,31 +490,50 @@ func TestAlertReplicationError(t *testing.T) {
 	waitAlert(t, a, key, false, 10*time.Second)
 }
 
-// An index whose map throws raises an errors alert linking to its page; an
-// index stale longer than the threshold raises a stale alert.
+// An index whose map throws raises an errors alert linking to its page (an
+// error once it failed and stopped); an index stale for longer than the
+// threshold raises a stale alert; a deleted index takes its alerts along.
 func TestAlertIndexes(t *testing.T) {
 	clk := &alertClock{}
 	n := startAlertNodes(t, clk, nil, "A")[0]
 	createAlertDB(t, n, "ix")
-	var cmds []string
-	for i := 0; i < 20; i++ {
-		cmds = append(cmds, fmt.Sprintf(`{"Id":"items/%d","Type":"PUT","Document":{"N":%d,"@metadata":{"@collection":"Items"}}}`, i, i))
+	write := func(from, to int) {
+		var cmds []string
+		for i := from; i < to; i++ {
+			cmds = append(cmds, fmt.Sprintf(`{"Id":"items/%d","Type":"PUT","Document":{"N":%d,"@metadata":{"@collection":"Items"}}}`, i, i))
+		}
+		post(t, n.url+"/databases/ix/bulk_docs", `{"Commands":[`+strings.Join(cmds, ",")+`]}`)
 	}
-	post(t, n.url+"/databases/ix/bulk_docs", `{"Commands":[`+strings.Join(cmds, ",")+`]}`)
-	status, body := acall(t, "PUT", n.url+"/databases/ix/indexes", `{"Indexes":[{"Name":"Items/Boom","Type":"JavaScriptMap","Maps":["map('Items', d => { if (d.N % 2 === 0) throw new Error('boom ' + d.N); return { N: d.N }; })"]}]}`)
+	write(0, 150)
+	status, body := acall(t, "PUT", n.url+"/databases/ix/indexes", `{"Indexes":[{"Name":"Items/Boom","Type":"JavaScriptMap","Maps":["map('Items', d => { throw new Error('boom ' + d.N); })"]}]}`)
 	if status != 201 && status != 200 {
 		t.Fatalf("put index: %d %s", status, body)
 	}
 	key := keyIndexErrors + "ix/items/boom"
-	al := waitAlert(t, n, key, true, 15*time.Second)
-	if al.Database != "ix" || !strings.Contains(al.Link, "/studio/db/ix/index?name=Items%2FBoom") || !strings.Contains(al.Message, "boom") || !strings.Contains(al.Title, "Items/Boom") {
+	var al alerts.Alert
+	waitFor(t, "the index fails and stops", 20*time.Second, func() bool {
+		al, _ = n.srv.alerts.Get(key)
+		return al.Level == alerts.Error
+	})
+	if al.Database != "ix" || !strings.Contains(al.Link, "/studio/db/ix/index?name=Items%2FBoom") || !strings.Contains(al.Message, "boom") ||
+		al.Title != "Index Items/Boom in ix failed and stopped" {
 		t.Fatalf("%+v", al)
 	}
+	// Stopped, it falls behind the new documents: stale, and after the
+	// threshold an alert says so.
+	write(150, 160)
 	ix, _ := n.srv.indexes.Get("ix", "Items/Boom")
-	if stale, _ := ix.Stale(context.Background()); stale {
-		// An errored index that stopped stays stale: after the threshold it says so.
-		clk.Add(DefaultAlertIndexStale + indexCheckEvery)
-		waitAlert(t, n, keyIndexStale+"ix/items/boom", true, 15*time.Second)
+	waitFor(t, "the index is stale", 10*time.Second, func() bool { stale, _ := ix.Stale(context.Background()); return stale })
+	staleKey := keyIndexStale + "ix/items/boom"
+	clk.Add(indexCheckEvery)
+	time.Sleep(1500 * time.Millisecond)
+	if _, ok := n.srv.alerts.Get(staleKey); ok {
+		t.Fatal("stale alert before the threshold")
+	}
+	clk.Add(DefaultAlertIndexStale + indexCheckEvery)
+	st := waitAlert(t, n, staleKey, true, 15*time.Second)
+	if st.Level != alerts.Warning || !strings.Contains(st.Message, "stale since") {
+		t.Fatalf("%+v", st)
 	}
 	// Deleted: its alerts go.
 	if status, body := acall(t, "DELETE", n.url+"/databases/ix/indexes?name=Items/Boom", ""); status/100 != 2 {
@@ -522,6 +541,7 @@ func TestAlertIndexes(t *testing.T) {
 	}
 	clk.Add(indexCheckEvery)
 	waitAlert(t, n, key, false, 15*time.Second)
+	waitAlert(t, n, staleKey, false, 15*time.Second)
 }
 
 // A burst of subscriptions over the database's runaway threshold raises

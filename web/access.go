@@ -99,6 +99,14 @@ var routeRules = map[string]rule{
 	"POST /admin/certificates/edit":            operator.audited("certificate.edit", ""),
 	"DELETE /admin/certificates":               operator.audited("certificate.delete", "query:thumbprint"),
 	"GET /admin/audit":                         operator,
+	// The notification center: anyone sees (and acts on) the alerts they
+	// may see; the handlers filter by database access and clearance.
+	"GET /admin/notifications":            anyone,
+	"POST /admin/notifications/dismiss":   anyone,
+	"POST /admin/notifications/postpone":  anyone,
+	"POST /admin/notifications/restore":   anyone,
+	"GET /internal/notifications":         nodeOnly,
+	"POST /internal/notifications/action": nodeOnly,
 
 	// The cluster.
 	"GET /admin/cluster/status":    operator,
@@ -214,7 +222,10 @@ var routeRules = map[string]rule{
 	"POST /studio/databases":        operator.audited("database.create", "form:name"),
 	"POST /studio/databases/delete": operator.audited("database.delete", "form:name"),
 	"POST /studio/databases/reseed": operator.audited("database.reseed", "form:name"),
+	"GET /studio/alerts":            anyone,
 	"POST /studio/alerts/dismiss":   anyone,
+	"POST /studio/alerts/postpone":  anyone,
+	"POST /studio/alerts/restore":   anyone,
 	"GET /studio/cluster":           anyone,
 	"POST /studio/cluster/add":      clusterAdm.audited("cluster.join", "form:tag"),
 	"POST /studio/cluster/remove":   clusterAdm.audited("cluster.remove", "form:tag"),

@@ -50,8 +50,16 @@ type Studio struct {
 	Catalog  *catalog.Catalog
 	Activity *activity.Tracker
 	Alerts   *alerts.Store
-	NodeTag  string
-	URL      func() string
+	// Notifications is the cluster's notification center (every node's
+	// alerts, the actions on them); nil shows this node's alerts only.
+	Notifications alerts.Center
+	// CertificateWarning is how close to its end a certificate raises an
+	// alert (--alert-certificate-days); 30 days when zero.
+	CertificateWarning time.Duration
+	// Now is the Alerts page's clock (time.Now when nil).
+	Now     func() time.Time
+	NodeTag string
+	URL     func() string
 	// Cluster is the node's Raft view; nil until the cluster is wired.
 	Cluster *cluster.Cluster
 	// Conflicts runs bulk conflict resolutions (and its engine the settings
@@ -154,8 +162,8 @@ func (s *Studio) Register(e *echo.Echo) {
 	g.GET("/databases", s.databases)
 	g.POST("/databases", s.createDatabase)
 	g.POST("/databases/delete", s.deleteDatabase)
-	g.POST("/alerts/dismiss", s.dismissAlert)
 	g.GET("/history", s.serveHistory)
+	s.registerAlerts(g)
 	s.registerDamage(g)
 	s.registerCluster(g)
 	s.registerCertificates(g)
@@ -404,36 +412,4 @@ func (s *Studio) deleteDatabase(c echo.Context) error {
 	}
 	s.Activity.Forget(name)
 	return redirectFlash(c, "/studio/databases", "Database "+name+" deleted.", false)
-}
-
-func (s *Studio) dismissAlert(c echo.Context) error {
-	id := c.FormValue("id")
-	for _, a := range s.visibleAlerts(c.Request().Context()) {
-		if a.ID == id {
-			s.Alerts.Dismiss(id)
-		}
-	}
-	back := c.Request().Referer()
-	if u, err := url.Parse(back); err != nil || back == "" || u.Host != c.Request().Host {
-		back = "/studio/"
-	}
-	return c.Redirect(http.StatusSeeOther, back)
-}
-
-// visibleAlerts are the open alerts the viewer may see: a database's only
-// to those who may read it, the certificates' only to those who may manage
-// certificates.
-func (s *Studio) visibleAlerts(ctx context.Context) []alerts.Alert {
-	all := s.Alerts.List()
-	id := auth.FromContext(ctx)
-	out := all[:0]
-	for _, a := range all {
-		switch {
-		case a.Database != "" && !id.Allows(auth.DatabaseRead, a.Database):
-		case strings.HasPrefix(a.Key, certAlertPrefix) && !id.Allows(auth.OperatorOnly, ""):
-		default:
-			out = append(out, a)
-		}
-	}
-	return out
 }

@@ -515,7 +515,7 @@ func ConflictsListView(l ConflictsList) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "<div class=\"docs-scroll\"><table class=\"grid conflicts-grid\"><caption class=\"sr-only\">Conflicted ids</caption> <thead><tr><th scope=\"col\"><span class=\"sr-only\">Select</span></th><th scope=\"col\">Id</th><th scope=\"col\" class=\"num\">Versions</th><th scope=\"col\">Collection</th><th scope=\"col\">Last modified</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "<div class=\"docs-scroll table-wrap\"><table class=\"grid conflicts-grid\"><caption class=\"sr-only\">Conflicted ids</caption> <thead><tr><th scope=\"col\"><span class=\"sr-only\">Select</span></th><th scope=\"col\">Id</th><th scope=\"col\" class=\"num\">Versions</th><th scope=\"col\">Collection</th><th scope=\"col\">Last modified</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -365,7 +365,13 @@ func TestStudioSecuredCertificatesAndAccess(t *testing.T) {
 	if p.status != 403 {
 		t.Fatalf("no certificate: %d", p.status)
 	}
-	mustContain(t, "no certificate", p, `data-testid="auth-refused"`)
+	mustContain(t, "no certificate", p, `data-testid="auth-refused"`, `href="/static/favicon.svg"`)
+	// What the refusal page loads is public: no 4xx in the browser.
+	for _, path := range []string{"/favicon.ico", "/static/favicon.svg", "/static/studio.css"} {
+		if p := browse(t, certClient(t, res, ""), "GET", n.url+path, "", nil); p.status != 200 {
+			t.Fatalf("no certificate, %s: %d", path, p.status)
+		}
+	}
 
 	// A live page of the reader's, open while it is revoked.
 	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)

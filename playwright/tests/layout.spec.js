@@ -20,7 +20,7 @@ const { shot, until } = require("./helpers");
 
 const DB = "layout";
 const WIDTHS = [1440, 1280, 390];
-const cluster = new Cluster("layout", ["A", "B"]);
+let cluster; // made in beforeAll: a Cluster makes its temporary directory when constructed
 
 // studioGetRoutes lists every GET route of the studio's pages from the
 // access rules (each route has one, TestEveryRouteHasAnAccessRule makes
@@ -127,6 +127,7 @@ test.describe.serial("the studio's layout on every page", () => {
     test.setTimeout(240_000);
     // The two nodes first run without replication, so the same id written
     // on each becomes a conflict when they replicate after a restart.
+    cluster = new Cluster("layout", ["A", "B"]);
     await cluster.start(["--replication=false"]);
     await cluster.createDatabase(DB);
     await api("A", "POST", "/admin/replication/conflicts/solver?name=" + DB, { ResolveToLatest: false }, 200);
@@ -176,7 +177,7 @@ test.describe.serial("the studio's layout on every page", () => {
   });
 
   test.afterAll(async () => {
-    await cluster.stop();
+    if (cluster) await cluster.stop();
   });
 
   test("every studio GET route has a page here", async () => {

@@ -77,6 +77,7 @@ var routeRules = map[string]rule{
 	"GET /livez":                public,
 	"GET /readyz":               public,
 	"GET /static/*":             public,
+	"GET /favicon.ico":          public,
 	"GET /":                     public,
 	"GET /studio":               public,
 	"GET /certificates/whoami":  public,
@@ -440,6 +441,7 @@ func (s *Server) record(c echo.Context, r rule, id *auth.Identity, err error) {
 
 var refusedPage = template.Must(template.New("refused").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Access refused · Rookery</title>
+<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/static/studio.css"></head>
 <body><main class="refused" data-testid="auth-refused"><h1>Access refused</h1>
 <p data-testid="auth-refused-reason">{{.}}</p>

@@ -186,7 +186,7 @@ func (s *Studio) Register(e *echo.Echo) {
 // LiveFragments renders the live regions of a page; the notification area is
 // part of every page.
 func (s *Studio) LiveFragments(ctx context.Context, page string, q url.Values) ([]views.Fragment, error) {
-	frags := []views.Fragment{{ID: "alerts-area", C: views.AlertsArea(s.visibleAlerts(ctx))}}
+	frags := []views.Fragment{{ID: "alerts-area", C: views.AlertsArea(s.visibleAlerts(ctx))}, {ID: "reading-node", C: views.ReadingNode(s.readingNode())}}
 	if name := q.Get("db"); name != "" {
 		if d, err := s.Catalog.Get(name); err == nil {
 			n, _ := d.ConflictCount(ctx)
@@ -228,9 +228,8 @@ func (s *Studio) chrome(c echo.Context, title, db, active, live string) views.Ch
 	ctx := c.Request().Context()
 	ch := views.Chrome{Title: title, Database: db, Active: active, Live: live, Query: q, NodeTag: s.NodeTag, Alerts: s.visibleAlerts(ctx),
 		Who: auth.FromContext(ctx), Unsecured: s.UnsecuredAccess, Now: time.Now()}
-	if s.URL != nil {
-		ch.NodeURL = s.URL()
-	}
+	rn := s.readingNode()
+	ch.NodeURL, ch.NodeRole, ch.LeaderTag = rn.NodeURL, rn.NodeRole, rn.LeaderTag
 	if db != "" {
 		if d, err := s.Catalog.Get(db); err == nil {
 			ch.Conflicts, _ = d.ConflictCount(c.Request().Context())
@@ -241,6 +240,20 @@ func (s *Studio) chrome(c echo.Context, title, db, active, live string) views.Ch
 	}
 	if m := c.QueryParam("error"); m != "" {
 		ch.Flash, ch.FlashError = m, true
+	}
+	return ch
+}
+
+// readingNode is what the header says of the node a page reads: its tag,
+// URL, Raft role and the leader it knows of.
+func (s *Studio) readingNode() views.Chrome {
+	ch := views.Chrome{NodeTag: s.NodeTag}
+	if s.URL != nil {
+		ch.NodeURL = s.URL()
+	}
+	if s.Cluster != nil {
+		ch.NodeRole = s.Cluster.Role()
+		ch.LeaderTag, _ = s.Cluster.Leader()
 	}
 	return ch
 }

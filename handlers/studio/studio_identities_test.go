@@ -416,9 +416,10 @@ func TestStudioLiveRegions(t *testing.T) {
 					}
 				}
 			}
-			// A database that is gone refreshes only the alerts.
+			// A database that is gone refreshes only the frame: the alerts
+			// and the node the page reads.
 			frags, _ = s.LiveFragments(context.Background(), c.page, url.Values{"db": {"gone"}})
-			if len(frags) != 1 || frags[0].ID != "alerts-area" {
+			if len(frags) != 2 || frags[0].ID != "alerts-area" || frags[1].ID != "reading-node" {
 				t.Fatalf("unknown database: %d fragments", len(frags))
 			}
 		})

@@ -30,6 +30,7 @@ import (
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/rql"
 	"github.com/rookerydb/rookery/backend/storage"
+	"github.com/rookerydb/rookery/handlers/studio"
 	"github.com/rookerydb/rookery/web"
 )
 
@@ -52,6 +53,7 @@ type options struct {
 	maxChangeVectorLength, maxChangeVectorEntries, maxWorkerMessage int
 	// Limits (README "Limits"); see web.Config.
 	maxConnections, minDataRate, maxLivePages int
+	maxDocReferences                          int
 	maxRequestBody, maxDocumentSize           byteSize
 	minDataRateGrace                          time.Duration
 	indexCleanupInterval                      time.Duration
@@ -104,6 +106,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.minDataRate, "min-data-rate", web.DefaultMinDataRate, "slowest average rate, in bytes/s, at which a request body may arrive or a response be read, once --min-data-rate-grace has passed (-1: off)")
 	fs.DurationVar(&o.minDataRateGrace, "min-data-rate-grace", web.DefaultMinDataRateGrace, "how long a body or a response write may go before --min-data-rate applies")
 	fs.IntVar(&o.maxLivePages, "max-live-pages", web.DefaultMaxLivePages, "most studio pages kept live at once, one websocket each (-1: no cap)")
+	fs.IntVar(&o.maxDocReferences, "max-doc-references", studio.DefaultMaxDocReferences, "most distinct strings of a document the studio's document page checks for being ids of other documents, to link them (-1: none)")
 	fs.DurationVar(&o.indexCleanupInterval, "index-cleanup-interval", web.DefaultIndexCleanupInterval, "how often the leader applies the auto-index cleanup rules (Indexing.CleanupIntervalInMin)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: studio [serve] [flags]\n       studio setup ... (certificates of a secured cluster: studio setup -h)\n\nEvery flag is mirrored by an environment variable (--data-dir is ROOKERY_DATA_DIR).\n\nFlags:\n")
@@ -185,7 +188,7 @@ func run(args []string, stderr io.Writer) error {
 		MaxQueryLength: o.maxQueryLength, MaxQueryDepth: o.maxQueryDepth, MaxJSONDepth: o.maxJSONDepth,
 		MaxChangeVectorLength: o.maxChangeVectorLength, MaxChangeVectorEntries: o.maxChangeVectorEntries, MaxWorkerMessage: o.maxWorkerMessage,
 		MaxConnections: o.maxConnections, MaxRequestBody: int64(o.maxRequestBody), MaxDocumentSize: int64(o.maxDocumentSize),
-		MinDataRate: o.minDataRate, MinDataRateGrace: o.minDataRateGrace, MaxLivePages: o.maxLivePages,
+		MinDataRate: o.minDataRate, MinDataRateGrace: o.minDataRateGrace, MaxLivePages: o.maxLivePages, MaxDocReferences: o.maxDocReferences,
 		IndexCleanupInterval: o.indexCleanupInterval}
 	if err := resolveTag(&o, &cfg, log); err != nil {
 		return err

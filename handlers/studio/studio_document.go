@@ -93,7 +93,19 @@ func missingDoc(db, id string) error {
 	return dberr.New(dberr.NotFound, "There is no document %q in database %s. It may have been deleted.", id, db)
 }
 
-// docPage serves GET /studio/db/{db}/doc?id=…
+// registerDocument adds the document pages.
+func (s *Studio) registerDocument(g *echo.Group) {
+	g.GET("/doc", s.docPage)
+	g.POST("/doc", s.saveDoc)
+	g.POST("/doc/delete", s.deleteDoc)
+	g.GET("/doc/new", s.newDocForm)
+	g.POST("/doc/new", s.createDoc)
+	s.addLive("doc", s.docLive, false)
+}
+
+// docPage serves GET /studio/db/{db}/doc?id=…: the document with its
+// editor and references, or, for a conflicted id, a banner that leads to
+// its resolution.
 func (s *Studio) docPage(c echo.Context) error {
 	db, err := s.studioDB(c)
 	if err != nil {
@@ -103,18 +115,66 @@ func (s *Studio) docPage(c echo.Context) error {
 	if id == "" {
 		return s.studioError(c, db.Name(), dberr.New(dberr.BadRequest, "Which document? The address has no id."))
 	}
-	d, err := db.GetPrefix(c.Request().Context(), id, docPageFullBytes+1)
+	ctx := c.Request().Context()
+	d, err := db.GetPrefix(ctx, id, docPageFullBytes+1)
 	if err != nil {
 		return s.studioError(c, db.Name(), err)
 	}
 	if d == nil {
-		return s.studioError(c, db.Name(), missingDoc(db.Name(), id))
+		p := views.DocPage{DB: db.Name(), ID: id}
+		if p.InConflict, p.ID, err = docConflict(ctx, db, id); err != nil {
+			return s.studioError(c, db.Name(), err)
+		}
+		if p.InConflict == nil {
+			return s.studioError(c, db.Name(), missingDoc(db.Name(), id))
+		}
+		return render(c, http.StatusOK, s.chrome(c, p.ID+" · Documents", db.Name(), views.NavDocuments, "doc"), views.DocumentPage(p))
 	}
 	p := views.DocPage{DB: db.Name(), ID: d.ID, Stored: docMeta(d), ChangeVector: d.ChangeVector}
 	if !p.Stored.Preview {
 		p.Editor = docEditorText(d)
 	}
-	return render(c, http.StatusOK, s.chrome(c, d.ID+" · Documents", db.Name(), views.NavDocuments, ""), views.DocumentPage(p))
+	if err := s.docRefs(ctx, db, d, &p); err != nil {
+		return s.studioError(c, db.Name(), err)
+	}
+	return render(c, http.StatusOK, s.chrome(c, d.ID+" · Documents", db.Name(), views.NavDocuments, "doc"), views.DocumentPage(p))
+}
+
+// docConflict describes a conflicted id for the banner (nil when id is not
+// in conflict) and returns the id as first spelled.
+func docConflict(ctx context.Context, db *storage.DB, id string) (*views.DocConflict, string, error) {
+	b, ok, err := db.ConflictOf(ctx, id)
+	if err != nil || !ok {
+		return nil, id, err
+	}
+	return &views.DocConflict{Collection: b.Collection, Versions: b.Versions, Tombstones: b.Tombstones, Latest: b.Latest}, b.ID, nil
+}
+
+// docLive refreshes the document page's view of the stored version: its
+// change vector, or that it is gone or in conflict. The page's script
+// compares it with the version the editor's text is based on.
+func (s *Studio) docLive(ctx context.Context, q url.Values) ([]views.Fragment, error) {
+	db, err := s.Catalog.Get(q.Get("db"))
+	if err != nil {
+		return nil, nil // the database went away; nothing to refresh
+	}
+	id := q.Get("id")
+	if id == "" {
+		return nil, nil
+	}
+	st := views.DocServer{State: "gone"}
+	d, err := db.GetPrefix(ctx, id, 1)
+	if err != nil {
+		return nil, err
+	}
+	if d != nil {
+		st = views.DocServer{State: "stored", ChangeVector: d.ChangeVector, LastModified: d.LastModified}
+	} else if conflicted, err := db.HasConflict(ctx, id); err != nil {
+		return nil, err
+	} else if conflicted {
+		st.State = "conflict"
+	}
+	return []views.Fragment{{ID: "doc-server", C: views.DocServerState(st)}}, nil
 }
 
 // readDocForm parses a posted form before any field is read: Go reads at
@@ -138,9 +198,22 @@ func (s *Studio) parseDocText(text, id string) (document.Parsed, error) {
 		return p, document.TooLarge(se, id)
 	}
 	if err != nil {
+		if line, col, reason, ok := docSyntaxPlace(text); ok {
+			return p, dberr.New(dberr.BadRequest, "This is not a valid document: line %d, column %d: %s. Nothing was saved.", line, col, reason)
+		}
 		return p, dberr.New(dberr.BadRequest, "This is not a valid document: %v. Nothing was saved.", err)
 	}
 	return p, nil
+}
+
+// docErrorAt places a refused text's syntax error for the editor (0, 0
+// when the text is well-formed JSON).
+func docErrorAt(err error, text string) (line, col int) {
+	if dberr.KindOf(err) != dberr.BadRequest {
+		return 0, 0
+	}
+	line, col, _, _ = docSyntaxPlace(text)
+	return line, col
 }
 
 // saveDoc serves POST /studio/db/{db}/doc: optimistic concurrency on the
@@ -189,6 +262,7 @@ func (s *Studio) saveDoc(c echo.Context) error {
 		p.Error = "Not saved: this document was changed by someone else since you opened it; reload to see their version."
 	case dberr.BadRequest, dberr.InvalidOperation, dberr.TooLarge:
 		p.Error = err.Error()
+		p.ErrLine, p.ErrCol = docErrorAt(err, text)
 	default:
 		return s.studioError(c, db.Name(), err)
 	}
@@ -198,10 +272,22 @@ func (s *Studio) saveDoc(c echo.Context) error {
 	}
 	if d != nil {
 		p.ID, p.Stored = d.ID, docMeta(d)
+		if gerr := s.docRefs(ctx, db, d, &p); gerr != nil {
+			return s.studioError(c, db.Name(), gerr)
+		}
 	} else if p.Conflict {
-		p.Error = "Not saved: this document was deleted by someone else since you opened it. Create it again with New document if you still need it."
+		var conflict *views.DocConflict
+		if conflict, _, gerr = docConflict(ctx, db, id); gerr != nil {
+			return s.studioError(c, db.Name(), gerr)
+		}
+		if conflict != nil {
+			p.InConflict = conflict
+			p.Error = "Not saved: this document went into conflict since you opened it (versions from other nodes arrived). Resolve the conflict first; your text is below, copy what you need."
+		} else {
+			p.Error = "Not saved: this document was deleted by someone else since you opened it. Create it again with New document if you still need it."
+		}
 	}
-	return render(c, status, s.chrome(c, id+" · Documents", db.Name(), views.NavDocuments, ""), views.DocumentPage(p))
+	return render(c, status, s.chrome(c, id+" · Documents", db.Name(), views.NavDocuments, "doc"), views.DocumentPage(p))
 }
 
 // deleteDoc serves POST /studio/db/{db}/doc/delete.
@@ -293,6 +379,7 @@ func (s *Studio) createDoc(c echo.Context) error {
 		p.Error = "A document with the id " + id + " already exists; nothing was created. Choose another id, or open that document to edit it."
 	case dberr.BadRequest, dberr.InvalidOperation, dberr.TooLarge:
 		p.Error = err.Error()
+		p.ErrLine, p.ErrCol = docErrorAt(err, text)
 	default:
 		if errors.Is(err, context.Canceled) {
 			return err

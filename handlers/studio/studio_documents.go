@@ -52,11 +52,6 @@ const (
 // registerDocuments adds the documents pages.
 func (s *Studio) registerDocuments(g *echo.Group) {
 	g.GET("/documents", s.documents)
-	g.GET("/doc", s.docPage)
-	g.POST("/doc", s.saveDoc)
-	g.POST("/doc/delete", s.deleteDoc)
-	g.GET("/doc/new", s.newDocForm)
-	g.POST("/doc/new", s.createDoc)
 	s.addLive("documents", s.documentsLive, false)
 }
 

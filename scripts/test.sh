@@ -81,6 +81,8 @@ fuzz FuzzReadIDs ./handlers/api
 fuzz FuzzMapper ./backend/index
 fuzz FuzzCheck ./backend/jsguard
 fuzz FuzzJSONValue ./backend/index
+fuzz FuzzDocSyntaxPlace ./handlers/studio
+fuzz FuzzRefCandidates ./handlers/studio
 
 step "npm client compatibility suite (ravendb 7.2.2)"
 bash compat/run.sh

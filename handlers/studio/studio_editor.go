@@ -77,6 +77,9 @@ type refCandidate struct {
 // document's own id, outside @metadata.
 func refCandidates(body []byte, self string, limit int) (cands []refCandidate, capped bool) {
 	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil, false // a stored body is an object
+	}
 	seen := map[string]bool{storage.LowerID(self): true}
 	for {
 		tok, err := dec.ReadToken()

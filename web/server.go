@@ -138,6 +138,10 @@ type Config struct {
 	// MaxLivePages caps the studio pages kept live (one websocket each).
 	// DefaultMaxLivePages.
 	MaxLivePages int
+	// MaxDocReferences is how many distinct strings of a document the
+	// studio's document page checks for being ids of other documents
+	// (studio.DefaultMaxDocReferences when zero; none when negative).
+	MaxDocReferences int
 	// IndexCleanupInterval is how often the leader applies the auto-index
 	// cleanup rules. DefaultIndexCleanupInterval.
 	IndexCleanupInterval time.Duration
@@ -472,7 +476,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	wire.Register(e)
 	s.studio = &studio.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs,
-		Nodes: s.nodes, Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize,
+		Nodes: s.nodes, Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize, MaxDocReferences: cfg.MaxDocReferences,
 		ServerCertificate: wire.ServerCertificate, WellKnownAdmins: wire.WellKnownAdmins, Audit: wire.Audit,
 		Indexes: s.indexes, Queries: s.queries, IndexUsage: s.idx.Usage, IndexConfig: s.idx.Config, OnQuery: s.idx.Queried,
 		History: s.history, Reach: s.reach,

@@ -31,6 +31,7 @@ import (
 	"github.com/rookerydb/rookery/backend/history"
 	"github.com/rookerydb/rookery/backend/rql"
 	"github.com/rookerydb/rookery/backend/storage"
+	"github.com/rookerydb/rookery/handlers/studio"
 	"github.com/rookerydb/rookery/web"
 )
 
@@ -64,6 +65,7 @@ type options struct {
 	alertNodeUnreachable, alertReplicationError, alertReplicationLag time.Duration
 	alertIndexStale, alertLeaderWindow                               time.Duration
 	alertElections, alertCertificateDays, maxAlerts                  int
+	maxDocReferences                                                 int
 	// tagSet: --node-tag (or ROOKERY_NODE_TAG) was given explicitly.
 	tagSet bool
 }
@@ -115,6 +117,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.minDataRate, "min-data-rate", web.DefaultMinDataRate, "slowest average rate, in bytes/s, at which a request body may arrive or a response be read, once --min-data-rate-grace has passed (-1: off)")
 	fs.DurationVar(&o.minDataRateGrace, "min-data-rate-grace", web.DefaultMinDataRateGrace, "how long a body or a response write may go before --min-data-rate applies")
 	fs.IntVar(&o.maxLivePages, "max-live-pages", web.DefaultMaxLivePages, "most studio pages kept live at once, one websocket each (-1: no cap)")
+	fs.IntVar(&o.maxDocReferences, "max-doc-references", studio.DefaultMaxDocReferences, "most distinct strings of a document the studio's document page checks for being ids of other documents, to link them (-1: none)")
 	fs.DurationVar(&o.indexCleanupInterval, "index-cleanup-interval", web.DefaultIndexCleanupInterval, "how often the leader applies the auto-index cleanup rules (Indexing.CleanupIntervalInMin)")
 	fs.DurationVar(&o.historyRetention, "history-retention", history.DefaultRetention, "how far back the studio's charts go (writes/s, replication lag, subscription backlog), kept in memory")
 	fs.DurationVar(&o.historyInterval, "history-interval", history.DefaultInterval, "time between two samples of the studio's charts (at least 1s)")
@@ -213,7 +216,7 @@ func run(args []string, stderr io.Writer) error {
 		MaxQueryLength: o.maxQueryLength, MaxQueryDepth: o.maxQueryDepth, MaxJSONDepth: o.maxJSONDepth,
 		MaxChangeVectorLength: o.maxChangeVectorLength, MaxChangeVectorEntries: o.maxChangeVectorEntries, MaxWorkerMessage: o.maxWorkerMessage,
 		MaxConnections: o.maxConnections, MaxRequestBody: int64(o.maxRequestBody), MaxDocumentSize: int64(o.maxDocumentSize), MaxImportSize: int64(o.maxImport),
-		MinDataRate: o.minDataRate, MinDataRateGrace: o.minDataRateGrace, MaxLivePages: o.maxLivePages,
+		MinDataRate: o.minDataRate, MinDataRateGrace: o.minDataRateGrace, MaxLivePages: o.maxLivePages, MaxDocReferences: o.maxDocReferences,
 		IndexCleanupInterval: o.indexCleanupInterval, DumpDir: o.dumpDir,
 		HistoryRetention: o.historyRetention, HistoryInterval: o.historyInterval, HistoryMaxSeries: o.historyMaxSeries,
 		AlertNodeUnreachable: o.alertNodeUnreachable, AlertReplicationError: o.alertReplicationError, AlertReplicationLag: o.alertReplicationLag,

@@ -79,6 +79,10 @@ type Studio struct {
 	// MaxDocumentSize is the largest document the editor may save; no
 	// limit when zero.
 	MaxDocumentSize int64
+	// MaxDocReferences is how many distinct strings of a document its page
+	// checks for being ids of other documents (DefaultMaxDocReferences
+	// when zero, none when negative: --max-doc-references).
+	MaxDocReferences int
 	// ServerCertificate is this node's certificate, base64 DER ("" when
 	// unsecured), and WellKnownAdmins are --well-known-admin-certs: the
 	// Certificates page shows them.
@@ -173,6 +177,7 @@ func (s *Studio) Register(e *echo.Echo) {
 
 	db := g.Group("/db/:db")
 	s.registerDocuments(db)
+	s.registerDocument(db)
 	s.registerHiLo(db)
 	s.registerIdentities(db)
 	s.registerStats(db)

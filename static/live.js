@@ -14,8 +14,8 @@
 //   - rows: in a tbody[data-live-rows] whose rows are tr[data-key], while the
 //     pointer is over the table (or its announcement) or focus or a
 //     selection is inside it, rows keep their places: rows with new keys are
-//     not inserted but announced ("3 new — show"), rows that went away stay,
-//     dimmed; existing rows still update in place. The button shows the
+//     not inserted but announced ("3 new — show"), rows that left the latest
+//     render stay, dimmed; existing rows still update in place. The button shows the
 //     latest at once; so does the hold ending (pointer, focus and selection
 //     gone from the table for a second).
 // Pages work without this script; it only keeps them current.
@@ -115,10 +115,9 @@
     b.setAttribute("data-live-show", id);
     b.setAttribute("data-added", String(added));
     b.setAttribute("data-gone", String(gone));
-    var parts = [];
-    if (added) parts.push(added + " new");
-    if (gone) parts.push(gone + " gone");
-    b.textContent = parts.join(", ") + " \u2014 show";
+    // Rows that left are often only pushed off the page by new ones: they
+    // are mentioned only when nothing is new.
+    b.textContent = (added ? added + " new" : gone + " no longer listed") + " \u2014 show";
     box.appendChild(b);
     return box;
   }

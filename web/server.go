@@ -608,6 +608,10 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // Catalog is the node's databases.
 func (s *Server) Catalog() *catalog.Catalog { return s.catalog }
 
+// LiveHub is the studio's live-update hub (the bench sets its baseline
+// mode through it).
+func (s *Server) LiveHub() *Hub { return s.hub }
+
 // Serve accepts connections on l until Shutdown.
 func (s *Server) Serve(l net.Listener) error {
 	if s.cfg.PublicURL == "" {

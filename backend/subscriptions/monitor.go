@@ -152,6 +152,10 @@ type Stats struct {
 	BacklogExact  bool
 	ToScan        int64
 	LagSeconds    float64
+	// Oldest is when the oldest document not acknowledged was written
+	// (zero without a backlog): LagSeconds is its age at the sample. The
+	// studio shows it as a time, so an idle page's rows do not change.
+	Oldest        time.Time
 	InFlight      int
 	InFlightAge   float64 // seconds
 	DocsPerSec    float64
@@ -381,6 +385,7 @@ func (m *Manager) compute(ctx context.Context, dbName string) Report {
 		}
 		if b.backlog > 0 && !b.oldest.IsZero() {
 			st.LagSeconds = now.Sub(b.oldest).Seconds()
+			st.Oldest = b.oldest
 		}
 		out = append(out, computed{st: st, pos: pos, back: b.backlog})
 	}

@@ -174,7 +174,7 @@ func (s *Studio) subscriptionsPage(c echo.Context) error {
 	}
 	q := c.QueryParams()
 	v := subViewFrom(q, "")
-	p := views.SubscriptionsPageData{Data: s.subscriptionsData(c.Request().Context(), db.Name(), v), Try: views.SubTry{PageSize: subTryDefault}}
+	p := views.SubscriptionsPageData{Charts: s.chartsInfo(), Data: s.subscriptionsData(c.Request().Context(), db.Name(), v), Try: views.SubTry{PageSize: subTryDefault}}
 	if s.Subscriptions != nil {
 		p.Thresholds = s.Subscriptions.Thresholds(db.Name())
 	}
@@ -245,7 +245,8 @@ func (s *Studio) subscriptionsLive(ctx context.Context, q url.Values) ([]views.F
 	if err != nil {
 		return nil, nil
 	}
-	return []views.Fragment{{ID: "subscriptions-body", C: views.SubscriptionsBody(s.subscriptionsData(ctx, db.Name(), subViewFrom(q, "")))}}, nil
+	d := s.subscriptionsData(ctx, db.Name(), subViewFrom(q, ""))
+	return []views.Fragment{{ID: "subscriptions-tiles", C: views.SubscriptionsTiles(d)}, {ID: "subscriptions-body", C: views.SubscriptionsBody(d)}}, nil
 }
 
 func (s *Studio) subscriptionLive(ctx context.Context, q url.Values) ([]views.Fragment, error) {

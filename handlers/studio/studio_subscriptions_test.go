@@ -75,7 +75,7 @@ func TestStudioSubscriptionsPage(t *testing.T) {
 	// A backlog and no worker: STOPPED; the backlog counts what matches.
 	if subStatusOf(big, "big") != "STOPPED" || attr(big, "sub-backlog-big", "data-value") != "3" || attr(all, "sub-backlog-all", "data-value") != "5" ||
 		attr(big, "sub-toscan-big", "data-value") != "5" || attr(big, "sub-progress-big", "data-position") != "0" || attr(big, "sub-progress-big", "data-last") == "0" ||
-		attr(big, "sub-workers-big", "data-count") != "0" || !strings.Contains(big, `data-testid="sub-sparkline-big"`) || !strings.Contains(big, "from Orders where Total &gt; 2") {
+		attr(big, "sub-workers-big", "data-count") != "0" || !strings.Contains(body, `data-testid="chart-subs-backlog"`) || !strings.Contains(big, `<time data-ago datetime=`) || !strings.Contains(big, "from Orders where Total &gt; 2") {
 		t.Fatalf("row of big: %s", big)
 	}
 

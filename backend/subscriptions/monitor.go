@@ -148,10 +148,10 @@ type Stats struct {
 	// Backlog is the documents matching the query not yet acknowledged
 	// (estimated from a sample when not exact); ToScan the documents of
 	// the collection after the position.
-	Backlog       int64
-	BacklogExact  bool
-	ToScan        int64
-	LagSeconds    float64
+	Backlog      int64
+	BacklogExact bool
+	ToScan       int64
+	LagSeconds   float64
 	// Oldest is when the oldest document not acknowledged was written
 	// (zero without a backlog): LagSeconds is its age at the sample. The
 	// studio shows it as a time, so an idle page's rows do not change.

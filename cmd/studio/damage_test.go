@@ -180,8 +180,9 @@ func expectDamaged(t *testing.T, n *node, db, reason, healthy string, healthyIDs
 	}
 	mustStatus(t, "PUT", n.url+"/databases/"+healthy+"/docs?id=after/1", `{"@metadata":{"@collection":"Items"}}`, http.StatusCreated)
 	_, page, _ := request("GET", n.url+"/studio/databases", "")
-	if !strings.Contains(string(page), "Damaged: "+reason) || !strings.Contains(string(page), "is damaged and not served") {
-		t.Fatalf("the studio's Databases page shows no damage badge and alert for %s", db)
+	_, alertsPage, _ := request("GET", n.url+"/studio/alerts", "")
+	if !strings.Contains(string(page), "Damaged: "+reason) || !strings.Contains(string(alertsPage), "is damaged and not served") {
+		t.Fatalf("the studio shows no damage badge (Databases page) and alert (Alerts page) for %s", db)
 	}
 }
 

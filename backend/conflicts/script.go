@@ -162,8 +162,11 @@ func (r *Engine) runScript(ctx context.Context, script string, versions []storag
 	timer := time.AfterFunc(limit, func() { vm.Interrupt("time limit") })
 	stop := context.AfterFunc(ctx, func() { vm.Interrupt("cancelled") })
 	out, err := fn(goja.Undefined(), vm.ToValue(string(docs)), vm.ToValue(hasTombstone), vm.ToValue(r.marker), vm.ToValue(versions[0].Collection))
-	timer.Stop()
-	stop()
+	// A time limit or a cancellation that fired just as the script ended
+	// may still interrupt the runtime: such a runtime is not reused (its
+	// next script would be stopped at once).
+	late := !timer.Stop()
+	late = !stop() || late
 	if err != nil {
 		// An interrupted or failed runtime is not reused.
 		var intr *goja.InterruptedError
@@ -179,7 +182,9 @@ func (r *Engine) runScript(ctx context.Context, script string, versions []storag
 		}
 		return Decision{}, &ScriptError{Msg: "script failed: " + err.Error()}
 	}
-	p.put(vm)
+	if !late {
+		p.put(vm)
+	}
 	if goja.IsNull(out) || goja.IsUndefined(out) {
 		return Decision{Declined: true, Winner: -1}, nil
 	}

@@ -85,7 +85,7 @@ func openIndex(t testing.TB, db *storage.DB, dir string, def Definition, opts Op
 
 func wait(t testing.TB, ix *Index) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := ix.WaitNonStale(ctx, 0); err != nil {
 		_, r := ix.Stale(context.Background())

@@ -179,9 +179,15 @@ func (s *Script) Run(doc []byte, env Env) (out []byte, changed bool, err error) 
 		return nil, false, &Error{Msg: "the patch script failed to load: " + err.Error()}
 	}
 	fn, _ := goja.AssertFunction(fnVal)
-	timer := time.AfterFunc(s.TimeLimit, func() { vm.Interrupt("time limit") })
+	fired := make(chan struct{})
+	timer := time.AfterFunc(s.TimeLimit, func() { vm.Interrupt("time limit"); close(fired) })
 	_, err = fn(jsDoc, jsDoc)
-	timer.Stop()
+	if !timer.Stop() {
+		// The limit fired, maybe just as the script ended: wait until its
+		// interrupt is set, so the clear below is the last word and the
+		// pooled runtime starts its next run clean.
+		<-fired
+	}
 	vm.ClearInterrupt()
 	if err != nil {
 		if _, ok := err.(*goja.InterruptedError); ok {

@@ -38,6 +38,7 @@ import (
 	"github.com/rookerydb/rookery/backend/operations"
 	"github.com/rookerydb/rookery/backend/query"
 	"github.com/rookerydb/rookery/backend/rql"
+	"github.com/rookerydb/rookery/backend/smuggler"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/backend/subscriptions"
 	"github.com/rookerydb/rookery/handlers/api"
@@ -420,7 +421,8 @@ func New(cfg Config) (*Server, error) {
 		Nodes: s.nodes, Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize,
 		ServerCertificate: wire.ServerCertificate, WellKnownAdmins: wire.WellKnownAdmins, Audit: wire.Audit,
 		Indexes: s.indexes, Queries: s.queries, IndexUsage: s.idx.Usage, IndexConfig: s.idx.Config, OnQuery: s.idx.Queried,
-		History: s.history, Reach: s.reach}
+		History: s.history, Reach: s.reach,
+		Operations: s.operations, Smuggler: smuggler.ClusterServices{Cluster: s.cluster, Indexes: s.idx, Subs: s.subs}, DumpDir: cfg.DumpDir}
 	if !sec.secured {
 		s.studio.UnsecuredAccess = accessName(sec.access)
 	}

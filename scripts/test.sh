@@ -82,6 +82,8 @@ fuzz FuzzMapper ./backend/index
 fuzz FuzzCheck ./backend/jsguard
 fuzz FuzzJSONValue ./backend/index
 fuzz FuzzReader ./backend/smuggler/dump
+fuzz FuzzDocSyntaxPlace ./handlers/studio
+fuzz FuzzRefCandidates ./handlers/studio
 
 step "npm client compatibility suite (ravendb 7.2.2)"
 bash compat/run.sh

@@ -6,5 +6,15 @@ import "embed"
 
 // Files are the static assets, served under /static/.
 //
-//go:embed *.css *.js vendor
+//go:embed *.css *.js *.svg vendor
 var Files embed.FS
+
+// Favicon is the studio's icon (favicon.svg), also answered at
+// /favicon.ico for browsers that ask there whatever the page says.
+var Favicon = func() []byte {
+	b, err := Files.ReadFile("favicon.svg")
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()

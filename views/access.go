@@ -90,7 +90,15 @@ func readsNodeTitle(ch Chrome) string {
 	if ch.NodeURL != "" {
 		t += " at " + ch.NodeURL
 	}
-	return t
+	switch {
+	case ch.NodeRole == "leader":
+		t += ", the cluster's leader"
+	case ch.NodeRole != "" && ch.LeaderTag != "":
+		t += ", a " + ch.NodeRole + "; the leader is node " + ch.LeaderTag
+	case ch.NodeRole != "":
+		t += ", a " + ch.NodeRole + " that knows of no leader"
+	}
+	return t + ". Its figures are this node's own unless a page says otherwise."
 }
 
 func whoTitle(id *auth.Identity) string {

@@ -350,7 +350,7 @@ func AuditPage(d AuditData) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<div class=\"table-scroll\"><table class=\"grid audit-grid\"><caption class=\"sr-only\">Audited actions, newest first</caption> <thead><tr><th scope=\"col\">When</th><th scope=\"col\">Node</th><th scope=\"col\">Who</th><th scope=\"col\">Action</th><th scope=\"col\">Database</th><th scope=\"col\">Target</th><th scope=\"col\">Outcome</th><th scope=\"col\">Request</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<div class=\"table-scroll table-wrap\"><table class=\"grid audit-grid\"><caption class=\"sr-only\">Audited actions, newest first</caption> <thead><tr><th scope=\"col\">When</th><th scope=\"col\">Node</th><th scope=\"col\">Who</th><th scope=\"col\">Action</th><th scope=\"col\">Database</th><th scope=\"col\">Target</th><th scope=\"col\">Outcome</th><th scope=\"col\">Request</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -260,7 +260,7 @@ func CertificatesList(d CertificatesData) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<div class=\"table-scroll\"><table class=\"grid certs-grid\"><caption class=\"sr-only\">Registered client certificates</caption> <thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Thumbprint</th><th scope=\"col\">Clearance</th><th scope=\"col\">Databases</th><th scope=\"col\">Expires</th><th scope=\"col\">Registered</th><th scope=\"col\"><span class=\"sr-only\">Actions</span></th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<div class=\"table-scroll table-wrap\"><table class=\"grid certs-grid\"><caption class=\"sr-only\">Registered client certificates</caption> <thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Thumbprint</th><th scope=\"col\">Clearance</th><th scope=\"col\">Databases</th><th scope=\"col\">Expires</th><th scope=\"col\">Registered</th><th scope=\"col\"><span class=\"sr-only\">Actions</span></th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -63,6 +63,11 @@ type Chrome struct {
 	Conflicts int
 	// NodeURL is the URL of the node the page reads (NodeTag's).
 	NodeURL string
+	// NodeRole is that node's Raft role ("leader", "follower",
+	// "candidate"; "" without a cluster) and LeaderTag the leader it knows
+	// of ("" when none): the header says which node a page reads.
+	NodeRole  string
+	LeaderTag string
 	// Who is the viewer's identity (nil when anonymous); Unsecured names
 	// who may call an unsecured node (--unsecured-access-allowed: "Local",
 	// ...), "" on a secured node.

@@ -440,7 +440,7 @@ func ConflictDoc(p ConflictDocPage) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if len(p.Fields) > 0 {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "<section class=\"card\" aria-labelledby=\"diff-title\"><h2 id=\"diff-title\">Fields</h2><p class=\"muted\">Top-level fields; <span class=\"diff-mark\">highlighted</span> ones differ between the versions.</p><div class=\"docs-scroll\"><table class=\"grid diff-grid\" data-testid=\"diff\"><caption class=\"sr-only\">Top-level fields of each version</caption> <thead><tr><th scope=\"col\">Field</th>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "<section class=\"card\" aria-labelledby=\"diff-title\"><h2 id=\"diff-title\">Fields</h2><p class=\"muted\">Top-level fields; <span class=\"diff-mark\">highlighted</span> ones differ between the versions.</p><div class=\"docs-scroll table-wrap\"><table class=\"grid diff-grid\" data-testid=\"diff\"><caption class=\"sr-only\">Top-level fields of each version</caption> <thead><tr><th scope=\"col\">Field</th>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -383,7 +383,7 @@ func IndexesBody(d IndexesData) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<div class=\"table-scroll\"><table class=\"grid idx-grid\" data-testid=\"indexes-table\" data-count=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<div class=\"table-scroll table-wrap\"><table class=\"grid idx-grid\" data-testid=\"indexes-table\" data-count=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1506,7 +1506,7 @@ func IndexLog(d IndexesData) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 106, " <div class=\"table-scroll\"><table class=\"grid\"><caption class=\"sr-only\">Index decisions, newest first</caption> <thead><tr><th scope=\"col\">When</th><th scope=\"col\">Index</th><th scope=\"col\">Decision</th><th scope=\"col\">Why</th><th scope=\"col\">Node</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 106, " <div class=\"table-scroll table-wrap\"><table class=\"grid\"><caption class=\"sr-only\">Index decisions, newest first</caption> <thead><tr><th scope=\"col\">When</th><th scope=\"col\">Index</th><th scope=\"col\">Decision</th><th scope=\"col\">Why</th><th scope=\"col\">Node</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -2264,7 +2264,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 169, "<table class=\"grid\" data-testid=\"index-references\"><caption class=\"sr-only\">Referenced collections</caption> <thead><tr><th scope=\"col\">Source → referenced</th><th scope=\"col\" class=\"num\">Document etag</th><th scope=\"col\" class=\"num\">Tombstone etag</th><th scope=\"col\" class=\"num\">Re-mapped</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 169, "<div class=\"table-wrap\"><table class=\"grid\" data-testid=\"index-references\"><caption class=\"sr-only\">Referenced collections</caption> <thead><tr><th scope=\"col\">Source → referenced</th><th scope=\"col\" class=\"num\">Document etag</th><th scope=\"col\" class=\"num\">Tombstone etag</th><th scope=\"col\" class=\"num\">Re-mapped</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -2276,7 +2276,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var132 string
 				templ_7745c5c3_Var132, templ_7745c5c3_Err = templ.JoinStringErrs("index-reference-" + ref.Referenced)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 421, Col: 60}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 422, Col: 60}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var132))
 				if templ_7745c5c3_Err != nil {
@@ -2289,7 +2289,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var133 string
 				templ_7745c5c3_Var133, templ_7745c5c3_Err = templ.JoinStringErrs(ref.Referenced)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 421, Col: 95}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 422, Col: 95}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var133))
 				if templ_7745c5c3_Err != nil {
@@ -2302,7 +2302,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var134 string
 				templ_7745c5c3_Var134, templ_7745c5c3_Err = templ.JoinStringErrs(ref.Source)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 422, Col: 24}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 423, Col: 24}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var134))
 				if templ_7745c5c3_Err != nil {
@@ -2315,7 +2315,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var135 string
 				templ_7745c5c3_Var135, templ_7745c5c3_Err = templ.JoinStringErrs(ref.Referenced)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 422, Col: 47}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 423, Col: 47}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var135))
 				if templ_7745c5c3_Err != nil {
@@ -2328,7 +2328,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var136 string
 				templ_7745c5c3_Var136, templ_7745c5c3_Err = templ.JoinStringErrs("index-ref-etag-" + ref.Referenced)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 423, Col: 72}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 424, Col: 72}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var136))
 				if templ_7745c5c3_Err != nil {
@@ -2341,7 +2341,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var137 string
 				templ_7745c5c3_Var137, templ_7745c5c3_Err = templ.JoinStringErrs(etag(ref.LastReferencedEtag))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 423, Col: 105}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 424, Col: 105}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var137))
 				if templ_7745c5c3_Err != nil {
@@ -2354,7 +2354,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var138 string
 				templ_7745c5c3_Var138, templ_7745c5c3_Err = templ.JoinStringErrs("index-ref-tombstone-etag-" + ref.Referenced)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 424, Col: 82}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 425, Col: 82}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var138))
 				if templ_7745c5c3_Err != nil {
@@ -2367,7 +2367,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var139 string
 				templ_7745c5c3_Var139, templ_7745c5c3_Err = templ.JoinStringErrs(etag(ref.LastReferencedTombstoneEtag))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 424, Col: 124}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 425, Col: 124}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var139))
 				if templ_7745c5c3_Err != nil {
@@ -2380,7 +2380,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var140 string
 				templ_7745c5c3_Var140, templ_7745c5c3_Err = templ.JoinStringErrs("index-ref-remapped-" + ref.Referenced)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 425, Col: 76}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 426, Col: 76}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var140))
 				if templ_7745c5c3_Err != nil {
@@ -2393,7 +2393,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var141 string
 				templ_7745c5c3_Var141, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(ref.Remapped, 10))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 425, Col: 127}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 426, Col: 127}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var141))
 				if templ_7745c5c3_Err != nil {
@@ -2406,7 +2406,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var142 string
 				templ_7745c5c3_Var142, templ_7745c5c3_Err = templ.JoinStringErrs(Num(ref.Remapped))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 425, Col: 149}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 426, Col: 149}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var142))
 				if templ_7745c5c3_Err != nil {
@@ -2417,7 +2417,7 @@ func indexFigures(d IndexDetail) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 182, "</tbody></table>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 182, "</tbody></table></div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -2429,7 +2429,7 @@ func indexFigures(d IndexDetail) templ.Component {
 		var templ_7745c5c3_Var143 string
 		templ_7745c5c3_Var143, templ_7745c5c3_Err = templ.JoinStringErrs(d.Node)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 434, Col: 51}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 436, Col: 51}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var143))
 		if templ_7745c5c3_Err != nil {
@@ -2453,7 +2453,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var144 string
 				templ_7745c5c3_Var144, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(len(d.Errors)))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 439, Col: 61}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 441, Col: 61}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var144))
 				if templ_7745c5c3_Err != nil {
@@ -2466,7 +2466,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var145 string
 				templ_7745c5c3_Var145, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(d.ErrorsTotal))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 439, Col: 96}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 441, Col: 96}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var145))
 				if templ_7745c5c3_Err != nil {
@@ -2477,7 +2477,7 @@ func indexFigures(d IndexDetail) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 189, " <div class=\"table-scroll\"><table class=\"grid\" data-testid=\"index-errors-table\"><caption class=\"sr-only\">Indexing errors, newest first</caption> <thead><tr><th scope=\"col\">When</th><th scope=\"col\">Document</th><th scope=\"col\">Action</th><th scope=\"col\">Error</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 189, " <div class=\"table-scroll table-wrap\"><table class=\"grid\" data-testid=\"index-errors-table\"><caption class=\"sr-only\">Indexing errors, newest first</caption> <thead><tr><th scope=\"col\">When</th><th scope=\"col\">Document</th><th scope=\"col\">Action</th><th scope=\"col\">Error</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -2489,7 +2489,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var146 string
 				templ_7745c5c3_Var146, templ_7745c5c3_Err = templ.JoinStringErrs(e.Document)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 447, Col: 63}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 449, Col: 63}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var146))
 				if templ_7745c5c3_Err != nil {
@@ -2502,7 +2502,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var147 string
 				templ_7745c5c3_Var147, templ_7745c5c3_Err = templ.JoinStringErrs(Stamp(e.Timestamp))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 448, Col: 38}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 450, Col: 38}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var147))
 				if templ_7745c5c3_Err != nil {
@@ -2515,7 +2515,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var148 string
 				templ_7745c5c3_Var148, templ_7745c5c3_Err = templ.JoinStringErrs(Ago(e.Timestamp))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 448, Col: 59}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 450, Col: 59}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var148))
 				if templ_7745c5c3_Err != nil {
@@ -2528,7 +2528,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var149 string
 				templ_7745c5c3_Var149, templ_7745c5c3_Err = templ.JoinStringErrs(e.Document)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 449, Col: 37}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 451, Col: 37}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var149))
 				if templ_7745c5c3_Err != nil {
@@ -2541,7 +2541,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var150 string
 				templ_7745c5c3_Var150, templ_7745c5c3_Err = templ.JoinStringErrs(e.Action)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 450, Col: 22}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 452, Col: 22}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var150))
 				if templ_7745c5c3_Err != nil {
@@ -2554,7 +2554,7 @@ func indexFigures(d IndexDetail) templ.Component {
 				var templ_7745c5c3_Var151 string
 				templ_7745c5c3_Var151, templ_7745c5c3_Err = templ.JoinStringErrs(e.Error)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 451, Col: 34}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 453, Col: 34}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var151))
 				if templ_7745c5c3_Err != nil {
@@ -2611,7 +2611,7 @@ func indexDefinition(r IndexRow) templ.Component {
 			var templ_7745c5c3_Var153 string
 			templ_7745c5c3_Var153, templ_7745c5c3_Err = templ.JoinStringErrs(r.DefinitionError)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 465, Col: 51}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 467, Col: 51}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var153))
 			if templ_7745c5c3_Err != nil {
@@ -2629,7 +2629,7 @@ func indexDefinition(r IndexRow) templ.Component {
 		var templ_7745c5c3_Var154 string
 		templ_7745c5c3_Var154, templ_7745c5c3_Err = templ.JoinStringErrs(r.Type)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 468, Col: 53}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 470, Col: 53}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var154))
 		if templ_7745c5c3_Err != nil {
@@ -2647,7 +2647,7 @@ func indexDefinition(r IndexRow) templ.Component {
 			var templ_7745c5c3_Var155 string
 			templ_7745c5c3_Var155, templ_7745c5c3_Err = templ.JoinStringErrs(r.Definition.Collection)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 470, Col: 83}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 472, Col: 83}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var155))
 			if templ_7745c5c3_Err != nil {
@@ -2665,7 +2665,7 @@ func indexDefinition(r IndexRow) templ.Component {
 				var templ_7745c5c3_Var156 string
 				templ_7745c5c3_Var156, templ_7745c5c3_Err = templ.JoinStringErrs(autoFieldText(f))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 475, Col: 42}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 477, Col: 42}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var156))
 				if templ_7745c5c3_Err != nil {
@@ -2688,7 +2688,7 @@ func indexDefinition(r IndexRow) templ.Component {
 				var templ_7745c5c3_Var157 string
 				templ_7745c5c3_Var157, templ_7745c5c3_Err = templ.JoinStringErrs(strings.Join(r.Definition.GroupBy, ", "))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 480, Col: 110}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 482, Col: 110}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var157))
 				if templ_7745c5c3_Err != nil {
@@ -2707,7 +2707,7 @@ func indexDefinition(r IndexRow) templ.Component {
 		var templ_7745c5c3_Var158 string
 		templ_7745c5c3_Var158, templ_7745c5c3_Err = templ.JoinStringErrs(orDefault(r.LockMode, "Unlock"))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 483, Col: 70}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 485, Col: 70}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var158))
 		if templ_7745c5c3_Err != nil {
@@ -2720,7 +2720,7 @@ func indexDefinition(r IndexRow) templ.Component {
 		var templ_7745c5c3_Var159 string
 		templ_7745c5c3_Var159, templ_7745c5c3_Err = templ.JoinStringErrs(orDefault(r.Priority, "Normal"))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 483, Col: 109}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 485, Col: 109}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var159))
 		if templ_7745c5c3_Err != nil {
@@ -2733,7 +2733,7 @@ func indexDefinition(r IndexRow) templ.Component {
 		var templ_7745c5c3_Var160 string
 		templ_7745c5c3_Var160, templ_7745c5c3_Err = templ.JoinStringErrs(Stamp(r.Created))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 484, Col: 47}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 486, Col: 47}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var160))
 		if templ_7745c5c3_Err != nil {
@@ -2746,7 +2746,7 @@ func indexDefinition(r IndexRow) templ.Component {
 		var templ_7745c5c3_Var161 string
 		templ_7745c5c3_Var161, templ_7745c5c3_Err = templ.JoinStringErrs(Ago(r.Created))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 484, Col: 66}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 486, Col: 66}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var161))
 		if templ_7745c5c3_Err != nil {
@@ -2764,7 +2764,7 @@ func indexDefinition(r IndexRow) templ.Component {
 			var templ_7745c5c3_Var162 string
 			templ_7745c5c3_Var162, templ_7745c5c3_Err = templ.JoinStringErrs(r.Superseded)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 486, Col: 42}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 488, Col: 42}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var162))
 			if templ_7745c5c3_Err != nil {
@@ -2787,7 +2787,7 @@ func indexDefinition(r IndexRow) templ.Component {
 			var templ_7745c5c3_Var163 string
 			templ_7745c5c3_Var163, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(i + 1))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 490, Col: 32}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 492, Col: 32}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var163))
 			if templ_7745c5c3_Err != nil {
@@ -2800,7 +2800,7 @@ func indexDefinition(r IndexRow) templ.Component {
 			var templ_7745c5c3_Var164 string
 			templ_7745c5c3_Var164, templ_7745c5c3_Err = templ.JoinStringErrs(m)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 491, Col: 35}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 493, Col: 35}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var164))
 			if templ_7745c5c3_Err != nil {
@@ -2819,7 +2819,7 @@ func indexDefinition(r IndexRow) templ.Component {
 			var templ_7745c5c3_Var165 string
 			templ_7745c5c3_Var165, templ_7745c5c3_Err = templ.JoinStringErrs(r.Definition.Reduce)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 495, Col: 56}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 497, Col: 56}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var165))
 			if templ_7745c5c3_Err != nil {
@@ -2843,7 +2843,7 @@ func indexDefinition(r IndexRow) templ.Component {
 				var templ_7745c5c3_Var166 string
 				templ_7745c5c3_Var166, templ_7745c5c3_Err = templ.JoinStringErrs(k)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 501, Col: 31}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 503, Col: 31}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var166))
 				if templ_7745c5c3_Err != nil {
@@ -2856,7 +2856,7 @@ func indexDefinition(r IndexRow) templ.Component {
 				var templ_7745c5c3_Var167 string
 				templ_7745c5c3_Var167, templ_7745c5c3_Err = templ.JoinStringErrs(fieldOptionsText(r.Definition.FieldOptions[k]))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 501, Col: 90}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 503, Col: 90}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var167))
 				if templ_7745c5c3_Err != nil {
@@ -2885,7 +2885,7 @@ func indexDefinition(r IndexRow) templ.Component {
 				var templ_7745c5c3_Var168 string
 				templ_7745c5c3_Var168, templ_7745c5c3_Err = templ.JoinStringErrs(k)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 509, Col: 31}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 511, Col: 31}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var168))
 				if templ_7745c5c3_Err != nil {
@@ -2898,7 +2898,7 @@ func indexDefinition(r IndexRow) templ.Component {
 				var templ_7745c5c3_Var169 string
 				templ_7745c5c3_Var169, templ_7745c5c3_Err = templ.JoinStringErrs(r.Definition.Configuration[k])
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 509, Col: 93}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 511, Col: 93}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var169))
 				if templ_7745c5c3_Err != nil {
@@ -2971,7 +2971,7 @@ func indexActions(db, node string, r IndexRow) templ.Component {
 			var templ_7745c5c3_Var171 string
 			templ_7745c5c3_Var171, templ_7745c5c3_Err = templ.JoinStringErrs(db)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 536, Col: 93}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 538, Col: 93}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var171))
 			if templ_7745c5c3_Err != nil {
@@ -2994,7 +2994,7 @@ func indexActions(db, node string, r IndexRow) templ.Component {
 				var templ_7745c5c3_Var172 templ.SafeURL
 				templ_7745c5c3_Var172, templ_7745c5c3_Err = templ.JoinURLErrs(DBURL(db, "index/enable"))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 540, Col: 59}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 542, Col: 59}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var172))
 				if templ_7745c5c3_Err != nil {
@@ -3007,7 +3007,7 @@ func indexActions(db, node string, r IndexRow) templ.Component {
 				var templ_7745c5c3_Var173 string
 				templ_7745c5c3_Var173, templ_7745c5c3_Err = templ.JoinStringErrs(r.Name)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 541, Col: 53}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 543, Col: 53}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var173))
 				if templ_7745c5c3_Err != nil {
@@ -3025,7 +3025,7 @@ func indexActions(db, node string, r IndexRow) templ.Component {
 				var templ_7745c5c3_Var174 templ.SafeURL
 				templ_7745c5c3_Var174, templ_7745c5c3_Err = templ.JoinURLErrs(DBURL(db, "index/disable"))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 545, Col: 60}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 547, Col: 60}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var174))
 				if templ_7745c5c3_Err != nil {
@@ -3038,7 +3038,7 @@ func indexActions(db, node string, r IndexRow) templ.Component {
 				var templ_7745c5c3_Var175 string
 				templ_7745c5c3_Var175, templ_7745c5c3_Err = templ.JoinStringErrs(r.Name)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 546, Col: 53}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 548, Col: 53}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var175))
 				if templ_7745c5c3_Err != nil {
@@ -3056,7 +3056,7 @@ func indexActions(db, node string, r IndexRow) templ.Component {
 			var templ_7745c5c3_Var176 templ.SafeURL
 			templ_7745c5c3_Var176, templ_7745c5c3_Err = templ.JoinURLErrs(DBURL(db, "index/reset"))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 550, Col: 57}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 552, Col: 57}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var176))
 			if templ_7745c5c3_Err != nil {
@@ -3069,7 +3069,7 @@ func indexActions(db, node string, r IndexRow) templ.Component {
 			var templ_7745c5c3_Var177 string
 			templ_7745c5c3_Var177, templ_7745c5c3_Err = templ.JoinStringErrs(r.Name)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 551, Col: 52}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 553, Col: 52}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var177))
 			if templ_7745c5c3_Err != nil {
@@ -3082,7 +3082,7 @@ func indexActions(db, node string, r IndexRow) templ.Component {
 			var templ_7745c5c3_Var178 string
 			templ_7745c5c3_Var178, templ_7745c5c3_Err = templ.JoinStringErrs("Node " + node + " drops its entries and indexes from scratch")
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 552, Col: 141}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 554, Col: 141}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var178))
 			if templ_7745c5c3_Err != nil {
@@ -3095,7 +3095,7 @@ func indexActions(db, node string, r IndexRow) templ.Component {
 			var templ_7745c5c3_Var179 string
 			templ_7745c5c3_Var179, templ_7745c5c3_Err = templ.JoinStringErrs(node)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 552, Col: 164}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 554, Col: 164}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var179))
 			if templ_7745c5c3_Err != nil {
@@ -3108,7 +3108,7 @@ func indexActions(db, node string, r IndexRow) templ.Component {
 			var templ_7745c5c3_Var180 string
 			templ_7745c5c3_Var180, templ_7745c5c3_Err = templ.JoinStringErrs(node)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 555, Col: 113}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 557, Col: 113}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var180))
 			if templ_7745c5c3_Err != nil {
@@ -3121,7 +3121,7 @@ func indexActions(db, node string, r IndexRow) templ.Component {
 			var templ_7745c5c3_Var181 templ.SafeURL
 			templ_7745c5c3_Var181, templ_7745c5c3_Err = templ.JoinURLErrs(DBURL(db, "index/delete"))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 558, Col: 58}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 560, Col: 58}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var181))
 			if templ_7745c5c3_Err != nil {
@@ -3134,7 +3134,7 @@ func indexActions(db, node string, r IndexRow) templ.Component {
 			var templ_7745c5c3_Var182 string
 			templ_7745c5c3_Var182, templ_7745c5c3_Err = templ.JoinStringErrs(r.Name)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 559, Col: 52}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 561, Col: 52}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var182))
 			if templ_7745c5c3_Err != nil {
@@ -3147,7 +3147,7 @@ func indexActions(db, node string, r IndexRow) templ.Component {
 			var templ_7745c5c3_Var183 string
 			templ_7745c5c3_Var183, templ_7745c5c3_Err = templ.JoinStringErrs(r.Name)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 560, Col: 23}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `indexes.templ`, Line: 562, Col: 23}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var183))
 			if templ_7745c5c3_Err != nil {

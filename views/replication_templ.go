@@ -757,7 +757,7 @@ func ReplicationBody(d ReplicationData) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 54, "</span></div></section><div class=\"table-scroll\"><table class=\"grid repl-grid\"><caption class=\"sr-only\">Outgoing replication, one row per destination</caption> <thead><tr><th scope=\"col\">Destination</th><th scope=\"col\">Connection</th><th scope=\"col\" class=\"num\">Etag sent / acked</th><th scope=\"col\" class=\"num\">Items behind</th><th scope=\"col\" class=\"num\">Seconds behind</th><th scope=\"col\">Last heartbeat</th><th scope=\"col\" class=\"num\">Batches/s · docs/s</th></tr></thead> ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 54, "</span></div></section><div class=\"table-scroll table-wrap\"><table class=\"grid repl-grid\"><caption class=\"sr-only\">Outgoing replication, one row per destination</caption> <thead><tr><th scope=\"col\">Destination</th><th scope=\"col\">Connection</th><th scope=\"col\" class=\"num\">Etag sent / acked</th><th scope=\"col\" class=\"num\">Items behind</th><th scope=\"col\" class=\"num\">Seconds behind</th><th scope=\"col\">Last heartbeat</th><th scope=\"col\" class=\"num\">Batches/s · docs/s</th></tr></thead> ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

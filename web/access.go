@@ -77,6 +77,7 @@ var routeRules = map[string]rule{
 	"GET /livez":                public,
 	"GET /readyz":               public,
 	"GET /static/*":             public,
+	"GET /favicon.ico":          public,
 	"GET /":                     public,
 	"GET /studio":               public,
 	"GET /certificates/whoami":  public,
@@ -99,6 +100,14 @@ var routeRules = map[string]rule{
 	"POST /admin/certificates/edit":            operator.audited("certificate.edit", ""),
 	"DELETE /admin/certificates":               operator.audited("certificate.delete", "query:thumbprint"),
 	"GET /admin/audit":                         operator,
+	// The notification center: anyone sees (and acts on) the alerts they
+	// may see; the handlers filter by database access and clearance.
+	"GET /admin/notifications":            anyone,
+	"POST /admin/notifications/dismiss":   anyone,
+	"POST /admin/notifications/postpone":  anyone,
+	"POST /admin/notifications/restore":   anyone,
+	"GET /internal/notifications":         nodeOnly,
+	"POST /internal/notifications/action": nodeOnly,
 
 	// The cluster.
 	"GET /admin/cluster/status":    operator,
@@ -108,6 +117,8 @@ var routeRules = map[string]rule{
 	"POST /admin/cluster/remove":   clusterAdm.audited("cluster.remove", "query:tag"),
 	"POST /admin/cluster/stepdown": clusterAdm.audited("cluster.stepdown", ""),
 	"POST /internal/cluster/apply": nodeOnly,
+	// A node's subscription monitor, for another node's Subscriptions page.
+	"GET /internal/subscriptions/monitor": nodeOnly,
 
 	// One database: documents, ids, statistics.
 	"GET /databases/:db/docs":             dbRead,
@@ -212,7 +223,10 @@ var routeRules = map[string]rule{
 	"POST /studio/databases":        operator.audited("database.create", "form:name"),
 	"POST /studio/databases/delete": operator.audited("database.delete", "form:name"),
 	"POST /studio/databases/reseed": operator.audited("database.reseed", "form:name"),
+	"GET /studio/alerts":            anyone,
 	"POST /studio/alerts/dismiss":   anyone,
+	"POST /studio/alerts/postpone":  anyone,
+	"POST /studio/alerts/restore":   anyone,
 	"GET /studio/cluster":           anyone,
 	"POST /studio/cluster/add":      clusterAdm.audited("cluster.join", "form:tag"),
 	"POST /studio/cluster/remove":   clusterAdm.audited("cluster.remove", "form:tag"),
@@ -439,6 +453,7 @@ func (s *Server) record(c echo.Context, r rule, id *auth.Identity, err error) {
 
 var refusedPage = template.Must(template.New("refused").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Access refused · Rookery</title>
+<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/static/studio.css"></head>
 <body><main class="refused" data-testid="auth-refused"><h1>Access refused</h1>
 <p data-testid="auth-refused-reason">{{.}}</p>

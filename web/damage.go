@@ -61,7 +61,7 @@ func (c damageCollector) Collect(ch chan<- prometheus.Metric) {
 func damageAlertKey(name string) string { return "damaged/" + strings.ToLower(name) }
 
 func (s *Server) raiseDamage(d catalog.Damage) {
-	s.alerts.Raise(alerts.Alert{Key: damageAlertKey(d.Name), Level: alerts.Error, Database: d.Name,
+	s.alerts.Raise(alerts.Alert{Key: damageAlertKey(d.Name), Level: alerts.Error, Database: d.Name, Link: "/studio/databases",
 		Title: "Database " + d.Name + " is damaged and not served",
 		Message: d.Reason + ": " + d.Detail + ". Its files are in " + d.Dir +
 			". Re-seed it from a healthy member (Databases page, or POST /admin/databases/reseed?name=" + d.Name + ")."})

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rookerydb/rookery/backend/auth"
+	"hash/maphash"
 	"log/slog"
 	"math"
 	"net/http"
@@ -21,6 +21,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rookerydb/rookery/backend/auth"
 	"github.com/rookerydb/rookery/views"
 )
 
@@ -33,8 +34,10 @@ type Renderer interface {
 // Hub keeps one websocket per open studio page and pushes fresh fragments
 // when something the page shows changes. Writers only flip a flag
 // (Notify never blocks); each connection renders at most once per
-// minInterval, so a burst of 100k writes costs a handful of messages; and a
-// browser that does not read within writeTimeout is dropped.
+// minInterval, so a burst of 100k writes costs a handful of messages; a
+// connection is sent only the regions whose rendered bytes changed since
+// its previous message, and nothing when none did; and a browser that
+// does not read within writeTimeout is dropped.
 type Hub struct {
 	log          *slog.Logger
 	render       Renderer
@@ -50,6 +53,13 @@ type Hub struct {
 	// renders bounds how many pages render at once, so a wake-up of every
 	// page holds at most cap(renders) renders in memory.
 	renders chan struct{}
+
+	// resendUnchanged sends every region in every message, changed or not
+	// (what the hub did before it compared): only the bench sets it, for
+	// its baseline.
+	resendUnchanged atomic.Bool
+	// seed hashes rendered regions for the per-connection comparison.
+	seed maphash.Seed
 
 	// reauthorize, when set, checks the page's caller again before each
 	// update and gives the context to render with (its identity now).
@@ -84,12 +94,21 @@ const DefaultMaxLivePages = 512
 const defaultMaxLiveMessage = 1 << 20
 
 // liveRender is one render of a key, shared by every page of that key
-// woken no later than gen.
+// woken no later than gen. Each page builds its own message from it: the
+// items whose hash differs from what that page was last sent.
 type liveRender struct {
-	gen  uint64
-	done chan struct{}
-	msg  []byte
-	err  error
+	gen   uint64
+	done  chan struct{}
+	items []liveItem
+	err   error
+}
+
+// liveItem is one rendered region, JSON-encoded as it goes on the wire,
+// and the hash of those bytes.
+type liveItem struct {
+	id   string
+	hash uint64
+	json []byte
 }
 
 type liveClient struct {
@@ -99,6 +118,10 @@ type liveClient struct {
 	q     url.Values
 	ticks bool
 	dirty chan struct{}
+	// sent is the hash of each region as this page was last sent it; only
+	// Serve's loop touches it. Empty on connect: the first message carries
+	// every region.
+	sent map[string]uint64
 }
 
 // NewHub makes a hub; its metrics are registered on reg.
@@ -106,7 +129,7 @@ func NewHub(log *slog.Logger, r Renderer, reg prometheus.Registerer) *Hub {
 	h := &Hub{
 		log: log, render: r, minInterval: 250 * time.Millisecond, writeTimeout: 5 * time.Second,
 		maxClients: DefaultMaxLivePages, maxMessage: defaultMaxLiveMessage,
-		renders: make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
+		renders: make(chan struct{}, max(2, runtime.GOMAXPROCS(0))), seed: maphash.MakeSeed(),
 		clients: map[*liveClient]struct{}{}, keys: map[string]int{}, shared: map[string]*liveRender{},
 		connected: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rookery_studio_live_connections", Help: "Open studio live-update websockets.",
@@ -163,6 +186,11 @@ func (h *Hub) Tick(db string) {
 	h.mu.Unlock()
 }
 
+// ResendUnchanged makes every message carry every region of its page,
+// changed or not, as the hub did before it compared. For the bench's
+// baseline only; call it before pages connect.
+func (h *Hub) ResendUnchanged(on bool) { h.resendUnchanged.Store(on) }
+
 // Clients is how many pages are connected.
 func (h *Hub) Clients() int {
 	h.mu.Lock()
@@ -203,7 +231,7 @@ func (h *Hub) Serve(c echo.Context) error {
 	defer conn.CloseNow()
 	// Pages share a render only when they show the same thing to the same
 	// caller: what a page offers depends on who looks at it.
-	cl := &liveClient{key: q.Encode() + "|" + viewerKey(c.Request()), page: page, db: strings.ToLower(q.Get("db")), q: q, ticks: h.render.WantsTicks(page), dirty: make(chan struct{}, 1)}
+	cl := &liveClient{key: q.Encode() + "|" + viewerKey(c.Request()), page: page, db: strings.ToLower(q.Get("db")), q: q, ticks: h.render.WantsTicks(page), dirty: make(chan struct{}, 1), sent: map[string]uint64{}}
 	h.mu.Lock()
 	h.clients[cl] = struct{}{}
 	h.keys[cl.key]++
@@ -260,10 +288,15 @@ func (h *Hub) Serve(c echo.Context) error {
 				return nil
 			}
 		}
-		msg, err := h.sharedMessage(rctx, cl)
+		items, err := h.sharedRender(rctx, cl)
+		last = time.Now()
 		if err != nil {
 			h.log.Warn("live render failed", "page", cl.page, "error", err)
 			continue
+		}
+		msg, changed := h.diff(cl, items)
+		if msg == nil {
+			continue // nothing this page shows changed: no message at all
 		}
 		wctx, cancel := context.WithTimeout(ctx, h.writeTimeout)
 		err = conn.Write(wctx, websocket.MessageText, msg)
@@ -273,9 +306,39 @@ func (h *Hub) Serve(c echo.Context) error {
 			conn.Close(websocket.StatusPolicyViolation, "too slow")
 			return nil
 		}
+		for _, it := range changed {
+			cl.sent[it.id] = it.hash
+		}
 		h.sent.Inc()
-		last = time.Now()
 	}
+}
+
+// diff builds the page's message from a render: the regions whose bytes
+// differ from what the page was last sent (all of them with
+// resendUnchanged), or nil when there are none. The render's items fit
+// maxMessage together, so any subset does.
+func (h *Hub) diff(cl *liveClient, items []liveItem) ([]byte, []liveItem) {
+	var changed []liveItem
+	size := 0
+	all := h.resendUnchanged.Load()
+	for _, it := range items {
+		if sent, ok := cl.sent[it.id]; all || !ok || sent != it.hash {
+			changed = append(changed, it)
+			size += len(it.json) + 1
+		}
+	}
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	out := make([]byte, 0, size+len(`{"fragments":[]}`))
+	out = append(out, `{"fragments":[`...)
+	for i, it := range changed {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, it.json...)
+	}
+	return append(out, "]}"...), changed
 }
 
 // errFragmentFull stops rendering a fragment that outgrew the message.
@@ -294,10 +357,10 @@ func (b *boundedBuffer) Write(p []byte) (int, error) {
 	return b.Buffer.Write(p)
 }
 
-// sharedMessage is the page's message: the render of its key that started
+// sharedRender is the page's render: the render of its key that started
 // after the page's last wake-up, if one did (another page of the same key
 // is rendering it or has), else a new one.
-func (h *Hub) sharedMessage(ctx context.Context, cl *liveClient) ([]byte, error) {
+func (h *Hub) sharedRender(ctx context.Context, cl *liveClient) ([]liveItem, error) {
 	g := h.gen.Load()
 	h.mu.Lock()
 	r := h.shared[cl.key]
@@ -313,21 +376,22 @@ func (h *Hub) sharedMessage(ctx context.Context, cl *liveClient) ([]byte, error)
 		// Not the page's own context: the pages sharing this render must
 		// get it even if the page that started it goes away.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		r.msg, r.err = h.message(rctx, cl)
+		r.items, r.err = h.render1(rctx, cl)
 		cancel()
 		close(r.done)
 	}
 	select {
 	case <-r.done:
-		return r.msg, r.err
+		return r.items, r.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
-// message renders a page's fragments into one message of at most
-// maxMessage bytes. At most cap(renders) pages render at once.
-func (h *Hub) message(ctx context.Context, cl *liveClient) ([]byte, error) {
+// render1 renders a page's fragments, each encoded as it goes on the wire;
+// together they fit one message of at most maxMessage bytes. At most
+// cap(renders) pages render at once.
+func (h *Hub) render1(ctx context.Context, cl *liveClient) ([]liveItem, error) {
 	select {
 	case h.renders <- struct{}{}:
 	case <-ctx.Done():
@@ -342,18 +406,17 @@ func (h *Hub) message(ctx context.Context, cl *liveClient) ([]byte, error) {
 	if limit <= 0 {
 		limit = math.MaxInt
 	}
-	out := make([]byte, 0, 4096)
-	out = append(out, `{"fragments":[`...)
+	used := len(`{"fragments":[]}`)
+	items := make([]liveItem, 0, len(frags))
 	html := &boundedBuffer{}
 	var enc bytes.Buffer
 	e := json.NewEncoder(&enc)
 	e.SetEscapeHTML(false) // markup stays markup: \u003c would triple it
-	n := 0
 	for _, f := range frags {
 		// What is left for this fragment's markup; JSON escaping only
 		// adds to it, which the check after encoding catches.
 		html.Reset()
-		html.max = limit - len(out) - len(f.ID) - 32
+		html.max = limit - used - len(f.ID) - 32
 		if html.max <= 0 {
 			h.oversize(cl, f.ID)
 			continue
@@ -370,17 +433,14 @@ func (h *Hub) message(ctx context.Context, cl *liveClient) ([]byte, error) {
 			return nil, err
 		}
 		item := bytes.TrimRight(enc.Bytes(), "\n")
-		if len(out)+len(item)+3 > limit {
+		if used+len(item)+1 > limit {
 			h.oversize(cl, f.ID)
 			continue
 		}
-		if n > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, item...)
-		n++
+		used += len(item) + 1
+		items = append(items, liveItem{id: f.ID, hash: maphash.Bytes(h.seed, item), json: bytes.Clone(item)})
 	}
-	return append(out, "]}"...), nil
+	return items, nil
 }
 
 func (h *Hub) oversize(cl *liveClient, id string) {

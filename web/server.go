@@ -139,6 +139,10 @@ type Config struct {
 	// MaxLivePages caps the studio pages kept live (one websocket each).
 	// DefaultMaxLivePages.
 	MaxLivePages int
+	// MaxDocReferences is how many distinct strings of a document the
+	// studio's document page checks for being ids of other documents
+	// (studio.DefaultMaxDocReferences when zero; none when negative).
+	MaxDocReferences int
 	// IndexCleanupInterval is how often the leader applies the auto-index
 	// cleanup rules. DefaultIndexCleanupInterval.
 	IndexCleanupInterval time.Duration
@@ -150,6 +154,31 @@ type Config struct {
 	// studio's chart history (history.Options; zero takes each default).
 	HistoryRetention, HistoryInterval time.Duration
 	HistoryMaxSeries                  int
+
+	// Alert thresholds (web/alerts.go; zero takes each default).
+	// AlertNodeUnreachable: a member silent this long is unreachable.
+	AlertNodeUnreachable time.Duration
+	// AlertReplicationError: a destination disconnected with an error this
+	// long while its node answers.
+	AlertReplicationError time.Duration
+	// AlertReplicationLag: a connected destination's oldest unacknowledged
+	// change is this old.
+	AlertReplicationLag time.Duration
+	// AlertIndexStale: an index stale this long without a break.
+	AlertIndexStale time.Duration
+	// AlertLeaderWindow: a leader-change alert clears after this long
+	// without another change or election.
+	AlertLeaderWindow time.Duration
+	// AlertElections: this many changes or elections in a row make the
+	// leader alert a warning.
+	AlertElections int
+	// AlertCertificateDays: certificates expiring within this many days
+	// are flagged.
+	AlertCertificateDays int
+	// MaxAlerts bounds the alerts the node keeps (DefaultMaxAlerts).
+	MaxAlerts int
+	// Now is the alerts' clock (time.Now when nil); tests move it.
+	Now func() time.Time
 }
 
 // applyLimits checks the parser limits of cfg, fills in the defaults, and
@@ -200,6 +229,28 @@ func (c Config) withDefaults() Config {
 	if c.IndexCleanupInterval <= 0 {
 		c.IndexCleanupInterval = DefaultIndexCleanupInterval
 	}
+	orDuration := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	orDuration(&c.AlertNodeUnreachable, DefaultAlertNodeUnreachable)
+	orDuration(&c.AlertReplicationError, DefaultAlertReplicationError)
+	orDuration(&c.AlertReplicationLag, DefaultAlertReplicationLag)
+	orDuration(&c.AlertIndexStale, DefaultAlertIndexStale)
+	orDuration(&c.AlertLeaderWindow, DefaultAlertLeaderWindow)
+	if c.AlertElections <= 0 {
+		c.AlertElections = DefaultAlertElections
+	}
+	if c.AlertCertificateDays <= 0 {
+		c.AlertCertificateDays = DefaultAlertCertificateDays
+	}
+	if c.MaxAlerts <= 0 {
+		c.MaxAlerts = DefaultMaxAlerts
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	c.MaxConnections = max(c.MaxConnections, 0)
 	c.MaxRequestBody = max(c.MaxRequestBody, 0)
 	c.MaxDocumentSize = max(c.MaxDocumentSize, 0)
@@ -235,6 +286,7 @@ type Server struct {
 
 	activity   *activity.Tracker
 	alerts     *alerts.Store
+	watchers   *watchers
 	cluster    *cluster.Cluster
 	recon      chan struct{}
 	studio     *studio.Studio
@@ -285,7 +337,7 @@ type Server struct {
 // fails: the conflict stays stored and someone has to look at it.
 func (s *Server) resolutionFailed(database, id string, err error) {
 	s.log.Warn("automatic conflict resolution failed", "database", database, "id", id, "error", err)
-	s.alerts.Raise(alerts.Alert{Key: "conflict-script/" + strings.ToLower(database), Level: alerts.Warning, Database: database,
+	s.alerts.Raise(alerts.Alert{Key: "conflict-script/" + strings.ToLower(database), Level: alerts.Warning, Database: database, Link: dbPath(database, "conflicts"),
 		Title: "Conflict script failed", Message: "Resolving " + id + ": " + err.Error() + ". The conflict is kept; see the Conflicts page."})
 }
 
@@ -391,7 +443,14 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
 	s.activity = activity.New()
-	s.alerts = alerts.New()
+	s.alerts, err = alerts.Open(alerts.Options{Node: cfg.NodeTag, Path: filepath.Join(cfg.DataDir, "alerts", "alerts.json"), Max: cfg.MaxAlerts, Now: cfg.Now, Log: cfg.Logger})
+	if err != nil {
+		s.cluster.Shutdown()
+		cat.Close()
+		auditLog.Close()
+		return nil, fmt.Errorf("alerts: %w", err)
+	}
+	s.watchers = newWatchers(s, cfg.Now)
 	s.watchDamage()
 	engine := conflicts.NewEngine(cfg.Logger)
 	s.resolver = &conflicts.Auto{Engine: engine, Settings: s.cluster, NodeTag: cfg.NodeTag, OnError: s.resolutionFailed}
@@ -412,17 +471,19 @@ func New(cfg Config) (*Server, error) {
 	s.operations = operations.New(operations.Options{Describe: describeError, OnChange: func(operations.Info) { s.hub.Notify("") }})
 	wire := &api.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs,
 		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: sec.wellKnown(), Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize,
-		Indexes: s.idx, Queries: s.queries, Operations: s.operations, Log: cfg.Logger, DumpDir: cfg.DumpDir}
+		Indexes: s.idx, Queries: s.queries, Operations: s.operations, Log: cfg.Logger, DumpDir: cfg.DumpDir, Alerts: s.watchers}
 	if sec.secured {
 		wire.ServerThumbprint = sec.auth.Self
 	}
 	wire.Register(e)
 	s.studio = &studio.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs,
-		Nodes: s.nodes, Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize,
+		Nodes: s.nodes, Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize, MaxDocReferences: cfg.MaxDocReferences,
 		ServerCertificate: wire.ServerCertificate, WellKnownAdmins: wire.WellKnownAdmins, Audit: wire.Audit,
 		Indexes: s.indexes, Queries: s.queries, IndexUsage: s.idx.Usage, IndexConfig: s.idx.Config, OnQuery: s.idx.Queried,
 		History: s.history, Reach: s.reach,
+		Notifications: s.watchers, CertificateWarning: time.Duration(cfg.AlertCertificateDays) * 24 * time.Hour, Now: cfg.Now,
 		Operations: s.operations, Smuggler: smuggler.ClusterServices{Cluster: s.cluster, Indexes: s.idx, Subs: s.subs}, DumpDir: cfg.DumpDir}
+
 	if !sec.secured {
 		s.studio.UnsecuredAccess = accessName(sec.access)
 	}
@@ -438,7 +499,10 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/databases/:db/replication/stats", s.replicationStats)
 	e.GET("/internal/indexes/usage", s.indexUsage)
 	e.GET("/internal/history", s.internalHistory)
+	e.GET("/internal/notifications", s.internalAlerts)
+	e.POST("/internal/notifications/action", s.internalAlertAction)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", http.FileServer(http.FS(static.Files)))))
+	e.GET("/favicon.ico", serveFavicon)
 	s.echo = e
 	s.watch()
 	if err := s.startCluster(); err != nil {
@@ -448,6 +512,13 @@ func New(cfg Config) (*Server, error) {
 	s.http = &http.Server{Handler: withTLSState(e), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: 2 * time.Minute,
 		ConnContext: connContext}
 	return s, nil
+}
+
+// serveFavicon answers /favicon.ico, which browsers ask for on their own,
+// with the studio's SVG icon: without it every page logged a 4xx.
+func serveFavicon(c echo.Context) error {
+	c.Response().Header().Set("Cache-Control", "public, max-age=86400")
+	return c.Blob(http.StatusOK, "image/svg+xml", static.Favicon)
 }
 
 // scheme is https on a secured node, http otherwise.
@@ -529,6 +600,7 @@ func (s *Server) tick() {
 		s.maybeSampleHistory(time.Now())
 		s.maybeCleanupIndexes(time.Now())
 		s.studio.Tick(context.Background())
+		s.watchers.check(context.Background())
 	}
 }
 
@@ -537,6 +609,10 @@ func (s *Server) Handler() http.Handler { return s.echo }
 
 // Catalog is the node's databases.
 func (s *Server) Catalog() *catalog.Catalog { return s.catalog }
+
+// LiveHub is the studio's live-update hub (the bench sets its baseline
+// mode through it).
+func (s *Server) LiveHub() *Hub { return s.hub }
 
 // Serve accepts connections on l until Shutdown.
 func (s *Server) Serve(l net.Listener) error {
@@ -579,6 +655,7 @@ func (s *Server) stopTicker() {
 		close(s.stop)
 		<-s.stopped
 		<-s.reconciled
+		s.watchers.stop()
 	}
 }
 

@@ -198,6 +198,11 @@ func (c *Cluster) RaftAddr() string { return string(c.transport.LocalAddr()) }
 // IsLeader tells whether this node leads.
 func (c *Cluster) IsLeader() bool { return c.raft.State() == raft.Leader }
 
+// Role is this node's Raft state in lower case: "leader", "follower",
+// "candidate" or "shutdown" (the studio's header says which node a page
+// reads and what it is).
+func (c *Cluster) Role() string { return strings.ToLower(c.raft.State().String()) }
+
 // Leader returns the leader's tag and HTTP URL ("" when unknown).
 func (c *Cluster) Leader() (tag, url string) {
 	_, id := c.raft.LeaderWithID()

@@ -348,3 +348,54 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// The monitor's report says which node computed it and which node's
+// delivery last moved the position; a worker's error is current until a
+// batch is acknowledged after it, then it is a past error with the time of
+// that batch; a new error makes it current again.
+func TestReportNodeAndErrorRecovery(t *testing.T) {
+	e := newEnv(t)
+	for i := 1; i <= 4; i++ {
+		e.put(fmt.Sprintf("orders/%d", i), "Orders", ``)
+	}
+	e.create("feed", "from Orders")
+	row := func() subscriptions.Stats {
+		t.Helper()
+		e.m.Sample(e.ctx, []string{"db"})
+		for _, st := range e.m.Report(e.ctx, "db").Subscriptions {
+			if st.Name == "feed" {
+				return st
+			}
+		}
+		t.Fatal("feed is not in the report")
+		return subscriptions.Stats{}
+	}
+	if r := e.m.Report(e.ctx, "db"); r.Node != "A" {
+		t.Fatalf("report node %q", r.Node)
+	}
+	if st := row(); st.LastNode != "" || st.LastError != "" {
+		t.Fatalf("before any delivery: %+v", st)
+	}
+	s := e.open("feed", "", 2)
+	e.next(s)
+	s.Failed(errors.New("unexpected \"Nope\" from the worker"))
+	if st := row(); st.LastError == "" || st.LastErrorAt == nil || st.RecoveredAt != nil {
+		t.Fatalf("current error: %+v", st)
+	}
+	if err := s.Ack(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := row()
+	if st.RecoveredAt == nil || st.RecoveredAt.Before(*st.LastErrorAt) || st.LastError == "" || st.LastNode != "A" {
+		t.Fatalf("after an acknowledged batch: %+v", st)
+	}
+	sub, _, _ := e.m.Find("db", "feed", nil)
+	if p := subscriptions.ParseProgress(sub.Progress); p.Node != "A" {
+		t.Fatalf("progress node %q", p.Node)
+	}
+	e.next(s)
+	s.Failed(errors.New("again"))
+	if st := row(); st.RecoveredAt != nil || st.LastError != "again" {
+		t.Fatalf("a new error is current: %+v", st)
+	}
+}

@@ -46,11 +46,15 @@ type Thresholds struct {
 	ScanMinDocs    int64   // ...and at least this many within the window: scan-share
 	ChurnCount     int     // this many connections within BurstSeconds...
 	ChurnSeconds   int     // ...each shorter than this: churn
+	// SlowSeconds is the hysteresis of SLOW: reported only after the
+	// backlog kept growing for this long, and back to OK only after it
+	// stopped growing for as long.
+	SlowSeconds int
 }
 
 // DefaultThresholds are used for what a database does not set.
 var DefaultThresholds = Thresholds{WindowSeconds: 30, StallSeconds: 30, BurstCount: 20, BurstSeconds: 60, DuplicateCount: 5,
-	FromStartCount: 10, ScanShare: 0.5, ScanMinDocs: 10000, ChurnCount: 10, ChurnSeconds: 10}
+	FromStartCount: 10, ScanShare: 0.5, ScanMinDocs: 10000, ChurnCount: 10, ChurnSeconds: 10, SlowSeconds: 10}
 
 // WithDefaults fills unset thresholds.
 func (t Thresholds) WithDefaults() Thresholds {
@@ -68,6 +72,7 @@ func (t Thresholds) WithDefaults() Thresholds {
 	fill(&t.FromStartCount, d.FromStartCount)
 	fill(&t.ChurnCount, d.ChurnCount)
 	fill(&t.ChurnSeconds, d.ChurnSeconds)
+	fill(&t.SlowSeconds, d.SlowSeconds)
 	if t.ScanShare <= 0 || t.ScanShare > 1 {
 		t.ScanShare = d.ScanShare
 	}
@@ -143,10 +148,14 @@ type Stats struct {
 	// Backlog is the documents matching the query not yet acknowledged
 	// (estimated from a sample when not exact); ToScan the documents of
 	// the collection after the position.
-	Backlog       int64
-	BacklogExact  bool
-	ToScan        int64
-	LagSeconds    float64
+	Backlog      int64
+	BacklogExact bool
+	ToScan       int64
+	LagSeconds   float64
+	// Oldest is when the oldest document not acknowledged was written
+	// (zero without a backlog): LagSeconds is its age at the sample. The
+	// studio shows it as a time, so an idle page's rows do not change.
+	Oldest        time.Time
 	InFlight      int
 	InFlightAge   float64 // seconds
 	DocsPerSec    float64
@@ -157,10 +166,17 @@ type Stats struct {
 	Errors        int64
 	LastError     string     `json:",omitempty"`
 	LastErrorAt   *time.Time `json:",omitempty"`
-	DocsRead      int64
-	DocsSent      int64
-	DocsAcked     int64
-	Batches       int64
+	// RecoveredAt is the first batch acknowledged after the last error:
+	// set, the error is a past one; nil, it is current.
+	RecoveredAt *time.Time `json:",omitempty"`
+	// LastNode is the node whose delivery last moved the position (from
+	// the cluster state); MentorNode the node the definition asks for.
+	LastNode   string `json:",omitempty"`
+	MentorNode string `json:",omitempty"`
+	DocsRead   int64
+	DocsSent   int64
+	DocsAcked  int64
+	Batches    int64
 	// ScanCost is documents read per document sent (0 before any send).
 	ScanCost    float64
 	LastAck     *time.Time `json:",omitempty"`
@@ -176,7 +192,10 @@ type Stats struct {
 
 // Report is a database's subscriptions as the monitor sees them.
 type Report struct {
-	Database       string
+	Database string
+	// Node is the tag of the node that computed the report: the workers,
+	// rates, errors and statuses are this node's, the position its copy's.
+	Node           string
 	At             time.Time
 	Subscriptions  []Stats
 	Findings       []Finding
@@ -284,9 +303,16 @@ func (m *Manager) Sample(ctx context.Context, dbs []string) {
 // definitions are always current, so an action shows at once: a deleted
 // subscription is gone, a disabled or edited one shows as such.
 func (m *Manager) Report(ctx context.Context, db string) Report {
+	return m.ReportWithin(ctx, db, 900*time.Millisecond)
+}
+
+// ReportWithin is Report with figures up to maxAge old: another node's
+// page asks with a few seconds, so its question never adds a computation
+// to the once-a-second samples of a busy node.
+func (m *Manager) ReportWithin(ctx context.Context, db string, maxAge time.Duration) Report {
 	m.mu.Lock()
 	mon := m.mon[strings.ToLower(db)]
-	fresh := mon != nil && m.now().Sub(mon.at) < 900*time.Millisecond
+	fresh := mon != nil && m.now().Sub(mon.at) < maxAge
 	var r Report
 	if fresh {
 		r = mon.report
@@ -319,7 +345,7 @@ func (m *Manager) Report(ctx context.Context, db string) Report {
 func (m *Manager) compute(ctx context.Context, dbName string) Report {
 	now := m.now()
 	th := m.Thresholds(dbName)
-	r := Report{Database: dbName, At: now.UTC(), Thresholds: th, Subscriptions: []Stats{}, Findings: []Finding{}}
+	r := Report{Database: dbName, Node: m.nodeTag, At: now.UTC(), Thresholds: th, Subscriptions: []Stats{}, Findings: []Finding{}}
 	db, err := m.open(dbName)
 	if err != nil {
 		return r
@@ -351,7 +377,7 @@ func (m *Manager) compute(ctx context.Context, dbName string) Report {
 		b := m.backlog(ctx, db, q, def.Query, pos, last)
 		st := Stats{Name: sub.Name, ID: sub.ID, Query: def.Query, Collection: q.Collection, Disabled: def.Disabled, Start: def.Start,
 			Created: def.Created, Position: prog.Vector, PositionEtag: pos, LastEtag: last, Backlog: b.backlog, BacklogExact: b.exact,
-			ToScan: b.toScan, LastAck: prog.AckAt, rewinds: prog.Rewinds}
+			ToScan: b.toScan, LastAck: prog.AckAt, LastNode: prog.Node, MentorNode: def.MentorNode, rewinds: prog.Rewinds}
 		if last > 0 {
 			st.Progress = min(1, float64(pos)/float64(last))
 		} else {
@@ -359,6 +385,7 @@ func (m *Manager) compute(ctx context.Context, dbName string) Report {
 		}
 		if b.backlog > 0 && !b.oldest.IsZero() {
 			st.LagSeconds = now.Sub(b.oldest).Seconds()
+			st.Oldest = b.oldest
 		}
 		out = append(out, computed{st: st, pos: pos, back: b.backlog})
 	}
@@ -405,6 +432,10 @@ func (m *Manager) compute(ctx context.Context, dbName string) Report {
 		if !st.lastErrorAt.IsZero() {
 			t := st.lastErrorAt.UTC()
 			s.LastErrorAt = &t
+			if !st.recoveredAt.IsZero() {
+				t := st.recoveredAt.UTC()
+				s.RecoveredAt = &t
+			}
 		}
 		s.DocsRead, s.DocsSent, s.DocsAcked, s.Batches = st.docsRead, st.docsSent, st.docsAcked, st.batchesAcked
 		if st.docsSent > 0 {
@@ -422,7 +453,7 @@ func (m *Manager) compute(ctx context.Context, dbName string) Report {
 			s.BatchesPerSec = float64(z.Batches-a.Batches) / dt
 		}
 		subReadsWindow[s.Name] = z.Read - a.Read
-		s.Status = status(win, s, connected, st, now, th)
+		s.Status = st.health.next(status(win, s, connected, st, now, th), now, time.Duration(th.SlowSeconds)*time.Second)
 		hist := st.samples[max(0, len(st.samples)-60):]
 		s.BacklogHistory = make([]int64, len(hist))
 		for j, x := range hist {
@@ -515,13 +546,27 @@ func status(win []sample, s *Stats, connected bool, st *stats, now time.Time, th
 	if now.Sub(lastMove) >= stall {
 		return Stalled
 	}
-	if len(win) >= 5 {
-		a, z := win[0], win[len(win)-1]
-		if z.Acked > a.Acked && z.Backlog > a.Backlog {
-			return Slow
-		}
+	if len(win) >= 5 && win[len(win)-1].Acked > win[0].Acked && backlogGrew(win) {
+		return Slow
 	}
 	return OK
+}
+
+// backlogGrew tells whether the backlog grew across the window: its lowest
+// figure in the window's last quarter is above its highest in the first.
+// Comparing two single samples (first, last) called a healthy subscription
+// SLOW whenever a batch happened to be waiting at the window's end.
+func backlogGrew(win []sample) bool {
+	k := max(1, len(win)/4)
+	hi := win[0].Backlog
+	for _, x := range win[:k] {
+		hi = max(hi, x.Backlog)
+	}
+	lo := win[len(win)-1].Backlog
+	for _, x := range win[len(win)-k:] {
+		lo = min(lo, x.Backlog)
+	}
+	return lo > hi
 }
 
 func normalizeQuery(q string) string { return strings.ToLower(strings.Join(strings.Fields(q), " ")) }

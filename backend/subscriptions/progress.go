@@ -23,6 +23,10 @@ type Progress struct {
 	Docs    int64 `json:",omitempty"`
 	// Rewinds counts how often the starting point was moved back.
 	Rewinds int `json:",omitempty"`
+	// Node is the tag of the node whose delivery last moved the position
+	// (the node serving the subscription's worker, as far as the cluster
+	// state knows; "" before any delivery).
+	Node string `json:",omitempty"`
 }
 
 // ParseProgress reads a stored progress (empty: nothing acknowledged).
@@ -56,6 +60,7 @@ func (p Progress) Etag(dbid string) int64 {
 func (p Progress) Advanced(tag, dbid string, etag int64) Progress {
 	v, _ := changevector.ParseStored(p.Vector)
 	p.Vector = v.WithEntry(tag, etag, dbid).String()
+	p.Node = tag
 	return p
 }
 

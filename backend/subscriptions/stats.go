@@ -52,9 +52,14 @@ type stats struct {
 	errors       int64
 	lastError    string
 	lastErrorAt  time.Time
-	ackLatency   []time.Duration
-	maxSent      int64
-	samples      []sample
+	// recoveredAt is the first acknowledged batch after lastErrorAt (zero
+	// while the error is current).
+	recoveredAt time.Time
+	// health smooths the status (hysteresis for OK and SLOW).
+	health     health
+	ackLatency []time.Duration
+	maxSent    int64
+	samples    []sample
 }
 
 func trim[T any](s []T, n int) []T {
@@ -114,6 +119,9 @@ func (st *stats) acked(c *connRecord, b *Batch, now time.Time) {
 		c.Docs += int64(len(b.Docs))
 		c.Acks++
 	}
+	if !st.lastErrorAt.IsZero() && st.recoveredAt.IsZero() {
+		st.recoveredAt = now
+	}
 	if st.inflight != nil {
 		st.inflight.AckedAt = now
 		st.ackLatency = trim(append(st.ackLatency, now.Sub(st.inflight.At)), keepLatencies)
@@ -125,6 +133,7 @@ func (st *stats) failed(err error, now time.Time) {
 	st.errors++
 	st.lastError = err.Error()
 	st.lastErrorAt = now
+	st.recoveredAt = time.Time{}
 }
 
 // percentile of the kept acknowledgement latencies, in milliseconds.

@@ -58,6 +58,7 @@ type config struct {
 	identBatch  int             // identity ids taken in batches
 	probeNs     []int           // existing-document counts for the probe measurement
 	studioDocs  int             // documents in the collection behind the studio pages (0 skips)
+	liveIdle    time.Duration   // studio: how long each idle live tab is measured (0 skips)
 	conflicts   int             // conflicted documents for the resolution measurements (0 skips)
 	lagRate     int             // replication lag: writes/s over 3 nodes (0 skips the section)
 	lagFor      time.Duration   // replication lag: how long to write
@@ -84,6 +85,7 @@ func main() {
 	flag.IntVar(&c.identBatch, "identity-batched", 20_000, "identity ids taken 100 per batch")
 	probes := flag.String("probe-n", "1000,100000,1000000", "existing-document counts for the probe measurement")
 	flag.IntVar(&c.studioDocs, "studio-docs", 1_000_000, "documents in one collection for the studio page timings (0 skips them)")
+	flag.DurationVar(&c.liveIdle, "live-idle", 10*time.Second, "studio section: how long each idle live tab's bytes are counted (0 skips the measurement)")
 	flag.IntVar(&c.conflicts, "conflicts", 100_000, "conflicted documents resolved on arrival and in bulk (0 skips)")
 	flag.IntVar(&c.lagRate, "lag-rate", 1000, "replication lag: writes/s round-robin over 3 nodes (0 skips the lag measurement)")
 	flag.DurationVar(&c.lagFor, "lag-for", 10*time.Second, "replication lag: how long to write (0 skips the lag measurement)")
@@ -120,6 +122,7 @@ func main() {
 			"identity-batched":  func() { c.identBatch = 2000 },
 			"probe-n":           func() { *probes = "1000,10000" },
 			"studio-docs":       func() { c.studioDocs = 20_000 },
+			"live-idle":         func() { c.liveIdle = 3 * time.Second },
 			"conflicts":         func() { c.conflicts = 5000 },
 			"lag-for":           func() { c.lagFor = 2 * time.Second },
 			"catchup-docs":      func() { c.catchUp = 10_000 },
@@ -237,6 +240,12 @@ func run(c config, out io.Writer) error {
 		fmt.Fprintf(out, "\n## Studio pages, server-side render with %d documents in one collection (30 requests each)\n", c.studioDocs)
 		if err := studioPages(out, c.dir, c.studioDocs, 30); err != nil {
 			return err
+		}
+		if c.liveIdle > 0 {
+			fmt.Fprintf(out, "\n## Studio live updates: bytes per second per idle live tab\n")
+			if err := liveIdle(out, c.dir, min(c.studioDocs, 20_000), c.liveIdle); err != nil {
+				return err
+			}
 		}
 	}
 

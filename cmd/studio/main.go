@@ -31,6 +31,7 @@ import (
 	"github.com/rookerydb/rookery/backend/history"
 	"github.com/rookerydb/rookery/backend/rql"
 	"github.com/rookerydb/rookery/backend/storage"
+	"github.com/rookerydb/rookery/handlers/studio"
 	"github.com/rookerydb/rookery/web"
 )
 
@@ -60,6 +61,11 @@ type options struct {
 	// The studio's chart history (web.Config's History… fields).
 	historyRetention, historyInterval time.Duration
 	historyMaxSeries                  int
+	// Alert thresholds (web.Config's Alert… fields).
+	alertNodeUnreachable, alertReplicationError, alertReplicationLag time.Duration
+	alertIndexStale, alertLeaderWindow                               time.Duration
+	alertElections, alertCertificateDays, maxAlerts                  int
+	maxDocReferences                                                 int
 	// tagSet: --node-tag (or ROOKERY_NODE_TAG) was given explicitly.
 	tagSet bool
 }
@@ -111,10 +117,19 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.minDataRate, "min-data-rate", web.DefaultMinDataRate, "slowest average rate, in bytes/s, at which a request body may arrive or a response be read, once --min-data-rate-grace has passed (-1: off)")
 	fs.DurationVar(&o.minDataRateGrace, "min-data-rate-grace", web.DefaultMinDataRateGrace, "how long a body or a response write may go before --min-data-rate applies")
 	fs.IntVar(&o.maxLivePages, "max-live-pages", web.DefaultMaxLivePages, "most studio pages kept live at once, one websocket each (-1: no cap)")
+	fs.IntVar(&o.maxDocReferences, "max-doc-references", studio.DefaultMaxDocReferences, "most distinct strings of a document the studio's document page checks for being ids of other documents, to link them (-1: none)")
 	fs.DurationVar(&o.indexCleanupInterval, "index-cleanup-interval", web.DefaultIndexCleanupInterval, "how often the leader applies the auto-index cleanup rules (Indexing.CleanupIntervalInMin)")
 	fs.DurationVar(&o.historyRetention, "history-retention", history.DefaultRetention, "how far back the studio's charts go (writes/s, replication lag, subscription backlog), kept in memory")
 	fs.DurationVar(&o.historyInterval, "history-interval", history.DefaultInterval, "time between two samples of the studio's charts (at least 1s)")
 	fs.IntVar(&o.historyMaxSeries, "history-max-series", history.DefaultMaxSeries, "most chart series kept in memory (one per database, replication link and subscription); more are not charted")
+	fs.DurationVar(&o.alertNodeUnreachable, "alert-node-unreachable", web.DefaultAlertNodeUnreachable, "raise an alert when another node has not answered for this long (and clear it when it answers)")
+	fs.DurationVar(&o.alertReplicationError, "alert-replication-error", web.DefaultAlertReplicationError, "raise an alert when replication to a node that answers has failed for this long")
+	fs.DurationVar(&o.alertReplicationLag, "alert-replication-lag", web.DefaultAlertReplicationLag, "raise an alert when the oldest change a connected replication destination has not acknowledged is this old")
+	fs.DurationVar(&o.alertIndexStale, "alert-index-stale", web.DefaultAlertIndexStale, "raise an alert when an index has been stale for this long without a break")
+	fs.DurationVar(&o.alertLeaderWindow, "alert-leader-window", web.DefaultAlertLeaderWindow, "a leader-change alert clears after this long without another leader change or election")
+	fs.IntVar(&o.alertElections, "alert-elections", web.DefaultAlertElections, "this many leader changes or elections without a quiet --alert-leader-window between them make the leader alert a warning")
+	fs.IntVar(&o.alertCertificateDays, "alert-certificate-days", web.DefaultAlertCertificateDays, "raise an alert for this node's certificate and registered client certificates that expire within this many days")
+	fs.IntVar(&o.maxAlerts, "max-alerts", web.DefaultMaxAlerts, "most alerts a node keeps (in <data-dir>/alerts/alerts.json); past it the alert seen longest ago is dropped, dismissed and postponed ones first")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: studio [serve] [flags]\n       studio setup ... (certificates of a secured cluster: studio setup -h)\n\nEvery flag is mirrored by an environment variable (--data-dir is ROOKERY_DATA_DIR).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -139,6 +154,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if err := checkAlertFlags(o); err != nil {
+		return o, err
 	}
 	if err := storage.CheckIntegrityMode(o.integrityCheck); err != nil {
 		return o, fmt.Errorf("--integrity-check: %v", err)
@@ -198,9 +216,12 @@ func run(args []string, stderr io.Writer) error {
 		MaxQueryLength: o.maxQueryLength, MaxQueryDepth: o.maxQueryDepth, MaxJSONDepth: o.maxJSONDepth,
 		MaxChangeVectorLength: o.maxChangeVectorLength, MaxChangeVectorEntries: o.maxChangeVectorEntries, MaxWorkerMessage: o.maxWorkerMessage,
 		MaxConnections: o.maxConnections, MaxRequestBody: int64(o.maxRequestBody), MaxDocumentSize: int64(o.maxDocumentSize), MaxImportSize: int64(o.maxImport),
-		MinDataRate: o.minDataRate, MinDataRateGrace: o.minDataRateGrace, MaxLivePages: o.maxLivePages,
+		MinDataRate: o.minDataRate, MinDataRateGrace: o.minDataRateGrace, MaxLivePages: o.maxLivePages, MaxDocReferences: o.maxDocReferences,
 		IndexCleanupInterval: o.indexCleanupInterval, DumpDir: o.dumpDir,
-		HistoryRetention: o.historyRetention, HistoryInterval: o.historyInterval, HistoryMaxSeries: o.historyMaxSeries}
+		HistoryRetention: o.historyRetention, HistoryInterval: o.historyInterval, HistoryMaxSeries: o.historyMaxSeries,
+		AlertNodeUnreachable: o.alertNodeUnreachable, AlertReplicationError: o.alertReplicationError, AlertReplicationLag: o.alertReplicationLag,
+		AlertIndexStale: o.alertIndexStale, AlertLeaderWindow: o.alertLeaderWindow, AlertElections: o.alertElections,
+		AlertCertificateDays: o.alertCertificateDays, MaxAlerts: o.maxAlerts}
 	if err := resolveTag(&o, &cfg, log); err != nil {
 		return err
 	}
@@ -342,5 +363,27 @@ func (b *byteSize) Set(v string) error {
 		return nil
 	}
 	*b = byteSize(n * mult)
+	return nil
+}
+
+// checkAlertFlags refuses alert thresholds that cannot mean anything.
+func checkAlertFlags(o options) error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"alert-node-unreachable", o.alertNodeUnreachable}, {"alert-replication-error", o.alertReplicationError},
+		{"alert-replication-lag", o.alertReplicationLag}, {"alert-index-stale", o.alertIndexStale}, {"alert-leader-window", o.alertLeaderWindow}} {
+		if d.v <= 0 {
+			return fmt.Errorf("--%s must be more than 0 (%s)", d.name, d.v)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"alert-elections", o.alertElections}, {"alert-certificate-days", o.alertCertificateDays}, {"max-alerts", o.maxAlerts}} {
+		if n.v <= 0 {
+			return fmt.Errorf("--%s must be more than 0 (%d)", n.name, n.v)
+		}
+	}
 	return nil
 }

@@ -31,7 +31,7 @@ something fails (for cron). The exit status is 0 only when everything went.
 func runSmuggle(verb string, args []string, stdout, stderr io.Writer) error {
 	var (
 		url, database, file, types, collections, certFile, caFile, transform string
-		useZstd, quiet                                                       bool
+		useZstd, quiet, create                                               bool
 	)
 	fs := flag.NewFlagSet("studio "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -43,6 +43,7 @@ func runSmuggle(verb string, args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&collections, "collections", "", "only these collections, comma-separated")
 	} else {
 		fs.StringVar(&file, "in", "", "the dump file to read (required; - for standard input)")
+		fs.BoolVar(&create, "create", false, "create the database when it does not exist")
 	}
 	fs.StringVar(&types, "types", "", "item types, comma-separated (Documents,Conflicts,Indexes,Identities,Subscriptions,DatabaseRecord); all when empty")
 	fs.StringVar(&transform, "transform", "", "a JavaScript transform run on each document (this is the document; throw 'skip' leaves it out)")
@@ -81,6 +82,12 @@ func runSmuggle(verb string, args []string, stdout, stderr io.Writer) error {
 	conv.DisableTopologyUpdates = true // the node given, not the topology's first
 	store := client.NewDocumentStoreWithConventions(splitList(url), database, conv)
 	defer store.Close()
+	if create {
+		var exists *client.ConcurrencyError
+		if err := store.CreateDatabase(context.Background(), database); err != nil && !errors.As(err, &exists) {
+			return fmt.Errorf("import: creating %s: %w", database, err)
+		}
+	}
 	opts := client.SmugglerOptions{TransformScript: transform}
 	if types != "" {
 		opts.OperateOnTypes = splitList(types)

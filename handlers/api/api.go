@@ -22,6 +22,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rookerydb/rookery/backend/activity"
+	"github.com/rookerydb/rookery/backend/alerts"
 	"github.com/rookerydb/rookery/backend/audit"
 	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/cluster"
@@ -83,6 +84,9 @@ type API struct {
 	MaxDocumentSize int64
 	// DumpDir is where server-side imports and exports read and write.
 	DumpDir string
+	// Alerts is the cluster's notification center; nil leaves
+	// /admin/notifications unavailable.
+	Alerts alerts.Center
 
 	// proposed are the tags nextTag handed out in the last minute, so nodes
 	// started together (asking before either joined) get different ones.
@@ -114,6 +118,7 @@ func (a *API) Register(e *echo.Echo) {
 	e.POST("/admin/cluster/remove", a.clusterRemove)
 	e.POST("/admin/cluster/stepdown", a.clusterStepDown)
 	e.POST("/internal/cluster/apply", a.clusterApply)
+	e.GET("/internal/subscriptions/monitor", a.internalSubscriptionMonitor)
 
 	g := e.Group("/databases/:db", a.topologyEtag)
 	g.GET("/docs", a.getDocs)
@@ -140,6 +145,7 @@ func (a *API) Register(e *echo.Echo) {
 	a.registerSmugglerAdmin(e, g)
 	e.GET("/info/remote-task/tcp", a.remoteTaskTCP)
 	a.registerCertificates(e)
+	a.registerAlerts(e)
 	g.GET("/info/tcp", a.legacyTCPInfo)
 }
 

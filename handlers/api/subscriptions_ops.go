@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -199,6 +200,34 @@ func (a *API) subscriptionMonitor(c echo.Context) error {
 		}
 		return dberr.New(dberr.NotFound, "Subscription '%s' does not exist", name)
 	}
+	return writeJSON(c, http.StatusOK, r)
+}
+
+// internalSubscriptionMonitor is this node's monitor report for another
+// node's Subscriptions page (GET /internal/subscriptions/monitor?db=[&name=],
+// nodes only): every subscription's figures as this node sees them (its
+// workers, rates, errors, its copy's position). Without name, the
+// connection and batch histories are left out (the list does not show
+// them); with name, only that subscription, whole.
+func (a *API) internalSubscriptionMonitor(c echo.Context) error {
+	db, err := a.Catalog.Get(c.QueryParam("db"))
+	if err != nil {
+		return err
+	}
+	// The sampler computes the report every second; reuse it.
+	r := a.Subscriptions.ReportWithin(c.Request().Context(), db.Name(), 3*time.Second)
+	name := c.QueryParam("name")
+	rows := make([]subscriptions.Stats, 0, len(r.Subscriptions))
+	for _, st := range r.Subscriptions {
+		switch {
+		case name == "":
+			st.Connections, st.History = nil, nil
+		case !strings.EqualFold(st.Name, name):
+			continue
+		}
+		rows = append(rows, st)
+	}
+	r.Subscriptions = rows
 	return writeJSON(c, http.StatusOK, r)
 }
 

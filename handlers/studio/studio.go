@@ -52,8 +52,16 @@ type Studio struct {
 	Catalog  *catalog.Catalog
 	Activity *activity.Tracker
 	Alerts   *alerts.Store
-	NodeTag  string
-	URL      func() string
+	// Notifications is the cluster's notification center (every node's
+	// alerts, the actions on them); nil shows this node's alerts only.
+	Notifications alerts.Center
+	// CertificateWarning is how close to its end a certificate raises an
+	// alert (--alert-certificate-days); 30 days when zero.
+	CertificateWarning time.Duration
+	// Now is the Alerts page's clock (time.Now when nil).
+	Now     func() time.Time
+	NodeTag string
+	URL     func() string
 	// Cluster is the node's Raft view; nil until the cluster is wired.
 	Cluster *cluster.Cluster
 	// Conflicts runs bulk conflict resolutions (and its engine the settings
@@ -73,6 +81,10 @@ type Studio struct {
 	// MaxDocumentSize is the largest document the editor may save; no
 	// limit when zero.
 	MaxDocumentSize int64
+	// MaxDocReferences is how many distinct strings of a document its page
+	// checks for being ids of other documents (DefaultMaxDocReferences
+	// when zero, none when negative: --max-doc-references).
+	MaxDocReferences int
 	// ServerCertificate is this node's certificate, base64 DER ("" when
 	// unsecured), and WellKnownAdmins are --well-known-admin-certs: the
 	// Certificates page shows them.
@@ -120,6 +132,9 @@ type Studio struct {
 	certCheck certCheck
 	// probing is set while a round of reachability checks runs.
 	probing atomic.Bool
+	// subPeers caches the other nodes' subscription reports for a second
+	// (studio_subscriptions_cluster.go).
+	subPeers subPeerCache
 
 	live  map[string]LiveFunc
 	ticks map[string]bool
@@ -163,8 +178,8 @@ func (s *Studio) Register(e *echo.Echo) {
 	g.GET("/databases", s.databases)
 	g.POST("/databases", s.createDatabase)
 	g.POST("/databases/delete", s.deleteDatabase)
-	g.POST("/alerts/dismiss", s.dismissAlert)
 	g.GET("/history", s.serveHistory)
+	s.registerAlerts(g)
 	s.registerDamage(g)
 	s.registerCluster(g)
 	s.registerCertificates(g)
@@ -175,6 +190,7 @@ func (s *Studio) Register(e *echo.Echo) {
 	db := g.Group("/db/:db")
 	s.registerSmuggler(g, db)
 	s.registerDocuments(db)
+	s.registerDocument(db)
 	s.registerHiLo(db)
 	s.registerIdentities(db)
 	s.registerStats(db)
@@ -188,7 +204,8 @@ func (s *Studio) Register(e *echo.Echo) {
 // LiveFragments renders the live regions of a page; the notification area is
 // part of every page.
 func (s *Studio) LiveFragments(ctx context.Context, page string, q url.Values) ([]views.Fragment, error) {
-	frags := []views.Fragment{{ID: "alerts-area", C: views.AlertsArea(s.visibleAlerts(ctx))}, {ID: "ops-area", C: views.OpsArea(s.runningOps(ctx))}}
+	frags := []views.Fragment{{ID: "alerts-area", C: views.AlertsArea(s.visibleAlerts(ctx))}, {ID: "reading-node", C: views.ReadingNode(s.readingNode())},
+		{ID: "ops-area", C: views.OpsArea(s.runningOps(ctx))}}
 	if name := q.Get("db"); name != "" {
 		if d, err := s.Catalog.Get(name); err == nil {
 			n, _ := d.ConflictCount(ctx)
@@ -230,9 +247,8 @@ func (s *Studio) chrome(c echo.Context, title, db, active, live string) views.Ch
 	ctx := c.Request().Context()
 	ch := views.Chrome{Title: title, Database: db, Active: active, Live: live, Query: q, NodeTag: s.NodeTag, Alerts: s.visibleAlerts(ctx),
 		Who: auth.FromContext(ctx), Unsecured: s.UnsecuredAccess, Now: time.Now(), Ops: s.runningOps(ctx)}
-	if s.URL != nil {
-		ch.NodeURL = s.URL()
-	}
+	rn := s.readingNode()
+	ch.NodeURL, ch.NodeRole, ch.LeaderTag = rn.NodeURL, rn.NodeRole, rn.LeaderTag
 	if db != "" {
 		if d, err := s.Catalog.Get(db); err == nil {
 			ch.Conflicts, _ = d.ConflictCount(c.Request().Context())
@@ -243,6 +259,20 @@ func (s *Studio) chrome(c echo.Context, title, db, active, live string) views.Ch
 	}
 	if m := c.QueryParam("error"); m != "" {
 		ch.Flash, ch.FlashError = m, true
+	}
+	return ch
+}
+
+// readingNode is what the header says of the node a page reads: its tag,
+// URL, Raft role and the leader it knows of.
+func (s *Studio) readingNode() views.Chrome {
+	ch := views.Chrome{NodeTag: s.NodeTag}
+	if s.URL != nil {
+		ch.NodeURL = s.URL()
+	}
+	if s.Cluster != nil {
+		ch.NodeRole = s.Cluster.Role()
+		ch.LeaderTag, _ = s.Cluster.Leader()
 	}
 	return ch
 }
@@ -414,36 +444,4 @@ func (s *Studio) deleteDatabase(c echo.Context) error {
 	}
 	s.Activity.Forget(name)
 	return redirectFlash(c, "/studio/databases", "Database "+name+" deleted.", false)
-}
-
-func (s *Studio) dismissAlert(c echo.Context) error {
-	id := c.FormValue("id")
-	for _, a := range s.visibleAlerts(c.Request().Context()) {
-		if a.ID == id {
-			s.Alerts.Dismiss(id)
-		}
-	}
-	back := c.Request().Referer()
-	if u, err := url.Parse(back); err != nil || back == "" || u.Host != c.Request().Host {
-		back = "/studio/"
-	}
-	return c.Redirect(http.StatusSeeOther, back)
-}
-
-// visibleAlerts are the open alerts the viewer may see: a database's only
-// to those who may read it, the certificates' only to those who may manage
-// certificates.
-func (s *Studio) visibleAlerts(ctx context.Context) []alerts.Alert {
-	all := s.Alerts.List()
-	id := auth.FromContext(ctx)
-	out := all[:0]
-	for _, a := range all {
-		switch {
-		case a.Database != "" && !id.Allows(auth.DatabaseRead, a.Database):
-		case strings.HasPrefix(a.Key, certAlertPrefix) && !id.Allows(auth.OperatorOnly, ""):
-		default:
-			out = append(out, a)
-		}
-	}
-	return out
 }

@@ -280,19 +280,27 @@ func (s *Studio) revokeCertificate(c echo.Context) error {
 	return redirectFlash(c, certificatesPath, "Certificate "+cert.Name+" ("+tp+") revoked.", false)
 }
 
-// certCheck remembers the expiry alerts the studio raised.
+// certCheck remembers when the expiry alerts were last evaluated.
 type certCheck struct {
 	mu      sync.Mutex
 	last    time.Time
 	applied uint64
-	raised  map[string]bool
+}
+
+// certWarning is how close to its end a certificate is flagged:
+// CertificateWarning (the node's --alert-certificate-days), or 30 days.
+func (s *Studio) certWarning() time.Duration {
+	if s.CertificateWarning > 0 {
+		return s.CertificateWarning
+	}
+	return views.ExpiryWarning
 }
 
 // certificateTick raises an alert for each certificate (registered, or
-// this node's own) that expires within views.ExpiryWarning or has expired,
-// and clears the alerts of certificates renewed or revoked since. Every
-// node runs it over the replicated registrations, so every node's
-// notification area shows them. It re-evaluates when the cluster state
+// this node's own) that expires within certWarning or has expired, and
+// clears the alerts of certificates renewed or revoked since (all of its
+// prefix, so also those kept across a restart). Every node runs it over
+// the replicated registrations. It re-evaluates when the cluster state
 // moved, and otherwise hourly.
 func (s *Studio) certificateTick(now time.Time) {
 	if s.Alerts == nil || s.Cluster == nil {
@@ -306,14 +314,22 @@ func (s *Studio) certificateTick(now time.Time) {
 		return
 	}
 	cc.last, cc.applied = now, applied
-	want := map[string]alerts.Alert{}
+	var want []alerts.Alert
+	warn := s.certWarning()
 	check := func(name, tp, clearance string, notAfter time.Time, self bool) {
-		state := views.Expiry(notAfter, now)
+		state := ""
+		switch {
+		case notAfter.IsZero():
+		case !now.Before(notAfter):
+			state = "expired"
+		case notAfter.Sub(now) <= warn:
+			state = "expiring"
+		}
 		if state == "" {
 			return
 		}
 		key := certAlertPrefix + state + "/" + tp
-		a := alerts.Alert{Key: key, Level: alerts.Warning}
+		a := alerts.Alert{Key: key, Level: alerts.Warning, Link: certificatesPath, OperatorOnly: true}
 		when := notAfter.UTC().Format("2006-01-02 15:04 UTC")
 		switch {
 		case self && state == "expired":
@@ -329,7 +345,7 @@ func (s *Studio) certificateTick(now time.Time) {
 			a.Title = "Certificate expires soon"
 			a.Message = fmt.Sprintf("The %s certificate %s (%s) %s, on %s. Register its replacement on the Certificates page and hand it to its users before then.", clearance, name, tp, views.ExpiryText(notAfter, now), when)
 		}
-		want[key] = a
+		want = append(want, a)
 	}
 	for _, cert := range s.Cluster.Certificates() {
 		check(cert.Name, cert.Thumbprint, string(cert.SecurityClearance), cert.NotAfter, false)
@@ -337,16 +353,5 @@ func (s *Studio) certificateTick(now time.Time) {
 	if row, ok := s.serverCertificate(); ok {
 		check(row.Name, row.Thumbprint, row.Clearance, row.NotAfter, true)
 	}
-	for _, a := range want {
-		s.Alerts.Raise(a)
-	}
-	for key := range cc.raised {
-		if _, ok := want[key]; !ok {
-			s.Alerts.Clear(key)
-		}
-	}
-	cc.raised = map[string]bool{}
-	for key := range want {
-		cc.raised[key] = true
-	}
+	s.Alerts.Sync(certAlertPrefix, want)
 }

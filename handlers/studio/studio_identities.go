@@ -271,6 +271,7 @@ func (s *Studio) auditTick(ctx context.Context) {
 				Key:      key,
 				Level:    alerts.Warning,
 				Database: db.Name(),
+				Link:     string(views.DBURL(db.Name(), "identities")),
 				Title:    "Identity " + a.Name + " would collide",
 				Message: fmt.Sprintf("The counter is %d but %s exists: the next values up to %d may already be taken, so new %s documents skip them and ids will not be sequential. Seed the identity to %d or more on the Identities page.",
 					a.Counter, ids.IdentityID(a.Name, db.Separator(), a.MaxN), a.MaxN, a.Name, a.MaxN),

@@ -2,6 +2,7 @@ package studio_test
 
 import (
 	"context"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -184,7 +185,7 @@ func TestStudioIdentityAudit(t *testing.T) {
 	})
 	const alertTitle = "Identity orders| would collide"
 	hasAlert := func(b string) bool { return strings.Contains(b, alertTitle) }
-	if b := get(t, h, "/studio/").Body.String(); hasAlert(b) {
+	if b := get(t, h, "/studio/alerts").Body.String(); hasAlert(b) {
 		t.Fatal("alert before the counter collides")
 	}
 	lower := postForm(t, h, "/studio/db/aud/identities/seed", seedForm("orders", "1", true), nil)
@@ -201,36 +202,41 @@ func TestStudioIdentityAudit(t *testing.T) {
 			t.Errorf("audit lacks %q", want)
 		}
 	}
-	// The node ticks once a second; the alert shows in every page's notification area.
-	b := pollPage(t, h, "/studio/", 5*time.Second, hasAlert)
-	if !strings.Contains(b, `data-testid="alerts-count">1<`) || !strings.Contains(b, "The counter is 1 but orders/3 exists") {
+	// The node ticks once a second; the alert shows on the Alerts page,
+	// and every page's header counts it.
+	b := pollPage(t, h, "/studio/alerts", 5*time.Second, hasAlert)
+	if !strings.Contains(b, `data-testid="alerts-count">1<`) || !strings.Contains(b, "The counter is 1 but orders/3 exists") ||
+		!strings.Contains(b, `href="/studio/db/aud/identities"`) {
 		t.Fatalf("alert: %s", b)
 	}
-	// Dismissed, it stays quiet while the condition holds.
-	id := regexp.MustCompile(`name="id" value="(\d+)"`).FindStringSubmatch(b)
-	if id == nil {
-		t.Fatal("no alert id")
+	if b := get(t, h, "/studio/").Body.String(); !strings.Contains(b, `data-testid="alerts-count">1<`) || !strings.Contains(b, `aria-label="Alerts: 1 open"`) {
+		t.Fatalf("the header does not count it: %s", b)
 	}
-	if rec := postForm(t, h, "/studio/alerts/dismiss", map[string]string{"id": id[1]}, nil); rec.Code != 303 {
+	// Dismissed, it stays quiet while the condition holds.
+	key := regexp.MustCompile(`name="key" value="([^"]+)"`).FindStringSubmatch(b)
+	if key == nil {
+		t.Fatal("no alert key")
+	}
+	if rec := postForm(t, h, "/studio/alerts/dismiss", map[string]string{"key": html.UnescapeString(key[1])}, nil); rec.Code != 303 {
 		t.Fatalf("dismiss: %d", rec.Code)
 	}
 	time.Sleep(1500 * time.Millisecond)
-	if b := get(t, h, "/studio/").Body.String(); hasAlert(b) {
+	if b := get(t, h, "/studio/alerts").Body.String(); hasAlert(b) {
 		t.Fatal("a dismissed alert came back while the condition holds")
 	}
 	// Safe again: the alert's dismissal is forgotten; colliding again raises it anew.
 	postForm(t, h, "/studio/db/aud/identities/seed", seedForm("orders", "3", false), nil)
 	time.Sleep(1500 * time.Millisecond)
 	postForm(t, h, "/studio/db/aud/identities/seed", seedForm("orders", "2", true), nil)
-	pollPage(t, h, "/studio/", 5*time.Second, hasAlert)
+	pollPage(t, h, "/studio/alerts", 5*time.Second, hasAlert)
 	// Raised past the documents: cleared by the next tick.
 	postForm(t, h, "/studio/db/aud/identities/seed", seedForm("orders", "10", false), nil)
-	pollPage(t, h, "/studio/", 5*time.Second, func(b string) bool { return !hasAlert(b) && strings.Contains(b, `data-testid="alerts-count">0<`) })
+	pollPage(t, h, "/studio/alerts", 5*time.Second, func(b string) bool { return !hasAlert(b) && strings.Contains(b, `data-testid="alerts-count">0<`) })
 	// A database that goes away takes its alerts along.
 	postForm(t, h, "/studio/db/aud/identities/seed", seedForm("orders", "0", true), nil)
-	pollPage(t, h, "/studio/", 5*time.Second, hasAlert)
+	pollPage(t, h, "/studio/alerts", 5*time.Second, hasAlert)
 	check(t, h, []step{{name: "drop", method: "DELETE", url: "/admin/databases", body: `{"DatabaseNames":["aud"],"HardDelete":true}`, status: 200}})
-	pollPage(t, h, "/studio/", 5*time.Second, func(b string) bool { return !hasAlert(b) })
+	pollPage(t, h, "/studio/alerts", 5*time.Second, func(b string) bool { return !hasAlert(b) })
 }
 
 // bareStudio is a Studio on its own catalog, without the node's ticker, so
@@ -410,9 +416,10 @@ func TestStudioLiveRegions(t *testing.T) {
 					}
 				}
 			}
-			// A database that is gone refreshes only the alerts.
+			// A database that is gone refreshes only the frame: the alerts
+			// and the node the page reads.
 			frags, _ = s.LiveFragments(context.Background(), c.page, url.Values{"db": {"gone"}})
-			if len(frags) != 1 || frags[0].ID != "alerts-area" {
+			if len(frags) != 2 || frags[0].ID != "alerts-area" || frags[1].ID != "reading-node" {
 				t.Fatalf("unknown database: %d fragments", len(frags))
 			}
 		})

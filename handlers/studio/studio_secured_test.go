@@ -236,7 +236,7 @@ func TestStudioSecuredCertificatesAndAccess(t *testing.T) {
 	// Who you are; every action of the admin is there.
 	p := browse(t, admin, "GET", n.url+"/studio/", "", nil)
 	mustContain(t, "admin dashboard", p, `data-testid="whoami-name">admin<`, `data-testid="whoami-clearance">ClusterAdmin<`,
-		`data-testid="nav-certificates"`, `data-testid="nav-audit"`, `data-testid="node-tag"`, "reads node A")
+		`data-testid="nav-certificates"`, `data-testid="nav-audit"`, `data-testid="reading-node"`, `data-testid="node-tag">A<`, `data-testid="node-role">leader<`)
 	mustLack(t, "secured dashboard", p, `data-testid="unsecured-warning"`)
 	for _, db := range []string{"shop", "other"} {
 		if p := browseForm(t, admin, n.url+"/studio/databases", url.Values{"name": {db}}); p.status != 303 || !strings.Contains(p.location, "flash=") {
@@ -365,7 +365,13 @@ func TestStudioSecuredCertificatesAndAccess(t *testing.T) {
 	if p.status != 403 {
 		t.Fatalf("no certificate: %d", p.status)
 	}
-	mustContain(t, "no certificate", p, `data-testid="auth-refused"`)
+	mustContain(t, "no certificate", p, `data-testid="auth-refused"`, `href="/static/favicon.svg"`)
+	// What the refusal page loads is public: no 4xx in the browser.
+	for _, path := range []string{"/favicon.ico", "/static/favicon.svg", "/static/studio.css"} {
+		if p := browse(t, certClient(t, res, ""), "GET", n.url+path, "", nil); p.status != 200 {
+			t.Fatalf("no certificate, %s: %d", path, p.status)
+		}
+	}
 
 	// A live page of the reader's, open while it is revoked.
 	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -27,7 +29,7 @@ func orderDocs(from, to int) string {
 // subRow is the HTML of one subscription's row on the list page.
 func subRow(t *testing.T, body, name string) string {
 	t.Helper()
-	m := regexp.MustCompile(`(?s)<tbody data-testid="sub-row-` + regexp.QuoteMeta(name) + `".*?</tbody>`).FindString(body)
+	m := regexp.MustCompile(`(?s)<tr data-key="[^"]*" data-testid="sub-row-` + regexp.QuoteMeta(name) + `".*?</tr>`).FindString(body)
 	if m == "" {
 		t.Fatalf("no row for %s in:\n%s", name, body)
 	}
@@ -73,7 +75,7 @@ func TestStudioSubscriptionsPage(t *testing.T) {
 	// A backlog and no worker: STOPPED; the backlog counts what matches.
 	if subStatusOf(big, "big") != "STOPPED" || attr(big, "sub-backlog-big", "data-value") != "3" || attr(all, "sub-backlog-all", "data-value") != "5" ||
 		attr(big, "sub-toscan-big", "data-value") != "5" || attr(big, "sub-progress-big", "data-position") != "0" || attr(big, "sub-progress-big", "data-last") == "0" ||
-		attr(big, "sub-workers-big", "data-count") != "0" || !strings.Contains(big, `data-testid="sub-sparkline-big"`) || !strings.Contains(big, "from Orders where Total &gt; 2") {
+		attr(big, "sub-workers-big", "data-count") != "0" || !strings.Contains(body, `data-testid="chart-subs-backlog"`) || !strings.Contains(big, `<time data-ago datetime=`) || !strings.Contains(big, "from Orders where Total &gt; 2") {
 		t.Fatalf("row of big: %s", big)
 	}
 
@@ -110,15 +112,15 @@ func TestStudioSubscriptionsPage(t *testing.T) {
 		}
 	}
 	act(map[string]string{"action": "disable", "name": "big"}, page+"?flash="+url.QueryEscape("Subscription big disabled. Its worker was disconnected and is told not to reconnect."))
-	if row := subRow(t, get(t, h, page).Body.String(), "big"); !strings.Contains(row, `data-testid="sub-disabled-big"`) || !strings.Contains(row, `data-testid="sub-enable-big"`) {
+	if row := subRow(t, get(t, h, page).Body.String(), "big"); attr(row, "sub-state-big", "data-state") != "DISABLED" || !strings.Contains(row, `data-testid="sub-enable-big"`) {
 		t.Fatalf("disabled row: %s", row)
 	}
 	check(t, h, []step{{name: "state", method: "GET", url: "/databases/s/subscriptions/state?name=big", status: 200, contains: []string{`"Disabled":true`}}})
 	act(map[string]string{"action": "enable", "name": "big", "from": "detail"}, page+"/big?flash="+url.QueryEscape("Subscription big enabled."))
-	if row := subRow(t, get(t, h, page).Body.String(), "big"); strings.Contains(row, `data-testid="sub-disabled-big"`) || !strings.Contains(row, `data-testid="sub-disable-big"`) {
+	if row := subRow(t, get(t, h, page).Body.String(), "big"); attr(row, "sub-state-big", "data-state") != "NO WORKER" || !strings.Contains(row, `data-testid="sub-disable-big"`) {
 		t.Fatalf("enabled row: %s", row)
 	}
-	act(map[string]string{"action": "drop", "name": "big"}, page+"?flash="+url.QueryEscape("No worker was connected to big."))
+	act(map[string]string{"action": "drop", "name": "big"}, page+"?flash="+url.QueryEscape("No worker was connected to big on this node."))
 	act(map[string]string{"action": "disable", "name": "nope"}, page+"?error="+url.QueryEscape("Subscription 'nope' does not exist"))
 	act(map[string]string{"action": "explode"}, page+"?error="+url.QueryEscape(`Unknown action "explode"; nothing was changed.`))
 	act(map[string]string{"action": "delete", "name": "team/a", "from": "detail"}, page+"?flash="+url.QueryEscape("Subscription team/a deleted."))
@@ -146,22 +148,64 @@ func TestStudioSubscriptionsPage(t *testing.T) {
 		!strings.Contains(body, `data-testid="disable-flagged"`) || !strings.Contains(body, `data-testid="subs-flagged">22<`) {
 		t.Fatalf("burst: %s", body)
 	}
-	rec = postForm(t, h, page, map[string]string{"action": "disable-flagged"}, nil)
-	if loc, _ := url.Parse(rec.Header().Get("Location")); rec.Code != 303 || !strings.HasPrefix(loc.Query().Get("flash"), "Disabled 22 flagged: big, all, burst-0,") {
+	// "Disable flagged" asks first: the POST without confirmation, and the
+	// confirmation page, change nothing; the page names how many and which.
+	rec = postForm(t, h, page, map[string]string{"action": "disable-flagged", "view-filter": "burst"}, nil)
+	if rec.Code != 303 || rec.Header().Get("Location") != page+"?confirm=disable-flagged&filter=burst" {
+		t.Fatalf("disable flagged without confirmation: %d %s", rec.Code, rec.Header().Get("Location"))
+	}
+	confirm := get(t, h, page+"?confirm=disable-flagged&filter=burst").Body.String()
+	if !strings.Contains(confirm, `data-testid="sub-confirm" data-count="22"`) || strings.Count(confirm, `data-testid="sub-confirm-item"`) != 22 ||
+		!strings.Contains(confirm, "Disable 22 flagged subscriptions?") || !strings.Contains(confirm, `<input type="hidden" name="name" value="burst-19">`) ||
+		!strings.Contains(confirm, `<input type="hidden" name="view-filter" value="burst">`) || strings.Contains(confirm, `data-disabled="true"`) {
+		t.Fatalf("confirmation: %s", confirm)
+	}
+	check(t, h, []step{{name: "nothing disabled yet", method: "GET", url: "/databases/s/subscriptions/state?name=burst-3", status: 200, contains: []string{`"Disabled":false`}}})
+	// Confirmed: exactly the names the confirmation carried (two here).
+	rec = postSubForm(t, h, page, url.Values{"action": {"disable-flagged"}, "confirmed": {"1"}, "name": {"burst-3", "burst-4"}, "view-filter": {"burst"}})
+	if loc, _ := url.Parse(rec.Header().Get("Location")); rec.Code != 303 || loc.Query().Get("flash") != "Disabled 2 subscriptions: burst-3, burst-4." || loc.Query().Get("filter") != "burst" {
+		t.Fatalf("confirmed: %d %s", rec.Code, rec.Header().Get("Location"))
+	}
+	if body = get(t, h, page).Body.String(); strings.Count(body, `data-disabled="true"`) != 2 || !strings.Contains(body, `data-testid="subs-flagged">20<`) {
+		t.Fatalf("after disabling two: %s", body)
+	}
+	every := url.Values{"action": {"disable-flagged"}, "confirmed": {"1"}}
+	confirm = regexp.MustCompile(`(?s)data-testid="sub-confirm".*?</section>`).FindString(get(t, h, page+"?confirm=disable-flagged").Body.String())
+	for _, m := range regexp.MustCompile(`name="name" value="([^"]+)"`).FindAllStringSubmatch(confirm, -1) {
+		every.Add("name", m[1])
+	}
+	if len(every["name"]) != 20 {
+		t.Fatalf("confirmation lists %d", len(every["name"]))
+	}
+	every.Add("name", "burst-3") // already disabled
+	every.Add("name", "gone")    // does not exist
+	rec = postSubForm(t, h, page, every)
+	if loc, _ := url.Parse(rec.Header().Get("Location")); rec.Code != 303 || !strings.HasPrefix(loc.Query().Get("flash"), "Disabled 20 subscriptions: ") ||
+		!strings.HasSuffix(loc.Query().Get("flash"), " Already disabled: burst-3. No longer exist: gone.") {
 		t.Fatalf("disable flagged: %d %s", rec.Code, rec.Header().Get("Location"))
 	}
 	body = get(t, h, page).Body.String()
 	if strings.Count(body, `data-disabled="true"`) != 22 || strings.Contains(body, `data-testid="disable-flagged"`) || !strings.Contains(body, `data-testid="subs-flagged">0<`) {
 		t.Fatalf("after disabling the flagged: %s", body)
 	}
-	rec = postForm(t, h, page, map[string]string{"action": "disable-flagged"}, nil)
-	if loc, _ := url.Parse(rec.Header().Get("Location")); loc.Query().Get("flash") != "No enabled subscription is flagged; nothing was disabled." {
-		t.Fatalf("disable flagged again: %s", rec.Header().Get("Location"))
+	if body = get(t, h, page+"?confirm=disable-flagged").Body.String(); !strings.Contains(body, `data-testid="sub-confirm" data-count="0"`) || !strings.Contains(body, "Nothing to disable") {
+		t.Fatalf("confirmation with nothing flagged: %s", body)
 	}
 	// A cross-site form is refused.
 	if rec = postForm(t, h, page, map[string]string{"action": "delete", "name": "big"}, map[string]string{"Sec-Fetch-Site": "cross-site"}); rec.Code != 403 {
 		t.Fatalf("cross-site: %d", rec.Code)
 	}
+}
+
+// postSubForm posts a form whose fields may repeat.
+func postSubForm(t *testing.T, h http.Handler, path string, vals url.Values) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest("POST", path, strings.NewReader(vals.Encode()))
+	req.RemoteAddr = "127.0.0.1:40000"
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
 }
 
 // worker is a raw subscription worker over the node's TCP protocol.

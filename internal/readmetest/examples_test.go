@@ -41,6 +41,7 @@ func init() {
 		"secured-go-client":  {lang: "go", within: "secured-cluster", run: runSecuredGoClient},
 		"npm-client":         {lang: "js", within: "two-commands", run: runNpmClient},
 		"go-client":          {lang: "go", within: "two-commands", run: runGoClient},
+		"import-export":      {lang: "sh", within: "two-commands", run: runImportExport},
 		"bench":              {lang: "sh", run: runBench},
 	}
 }
@@ -233,6 +234,7 @@ func runTwoCommands(t *testing.T, e *env, b block) {
 	}
 	runNested(t, e, "npm-client")
 	runNested(t, e, "go-client")
+	runNested(t, e, "import-export")
 	stopNodes(t, nodes)
 	if fi, err := os.Stat(filepath.Join(e.dir, "data", "databases", "shop")); err != nil || !fi.IsDir() {
 		t.Errorf("no ./data/databases/shop after the client snippets (%v)", err)
@@ -501,13 +503,14 @@ func runGoClient(t *testing.T, e *env, b block) {
 // benchTiny are sizes small enough to run every section in seconds; they
 // are appended to each printed `go run ./cmd/bench` command (explicit
 // sizes win over -quick's).
-const benchTiny = "-docs 200 -batch 100 -rounds 1 -hilo-ids 2000 -identity-single 10 -identity-batched 100 -probe-n 100 -studio-docs 300 -conflicts 200 -lag-rate 100 -lag-for 500ms -catchup-docs 300 -subscription-docs 300 -tls-docs 400 -tls-rounds 1 -handshakes 20 -index-docs 300 -ref-docs 100"
+const benchTiny = "-docs 200 -batch 100 -rounds 1 -hilo-ids 2000 -identity-single 10 -identity-batched 100 -probe-n 100 -studio-docs 300 -conflicts 200 -lag-rate 100 -lag-for 500ms -catchup-docs 300 -subscription-docs 300 -tls-docs 400 -tls-rounds 1 -handshakes 20 -index-docs 300 -ref-docs 100 -smuggler-docs 300"
 
 // benchHeaders are the report's section headings, by -only name.
 var benchHeaders = map[string]string{
 	"bulk": "## Bulk insert", "hilo": "## HiLo", "identities": "## Identities over HTTP", "cluster": "## Identities through Raft",
 	"replication": "## Replication", "studio": "## Studio pages", "conflicts": "## Conflict resolution",
 	"subscriptions": "## Subscription delivery", "probe": "## Next free identity", "tls": "## TLS", "indexes": "## Indexes",
+	"smuggler": "## Import and export",
 }
 
 var onlyRe = regexp.MustCompile(`-only[ =](\S+)`)
@@ -608,5 +611,29 @@ func writeExample(t *testing.T, e *env, b block, name string) {
 	}
 	if err := os.WriteFile(path, []byte(b.Text()), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// runImportExport runs the import and export lines as printed, one script,
+// against the node of the two commands (the client examples before it made
+// the database shop), then checks what they made: a gzip dump from the CLI
+// and one from curl, and shop's documents in shop-copy.
+func runImportExport(t *testing.T, e *env, b block) {
+	p := e.start(t, "import-export", b.Text())
+	if err := p.wait(4 * time.Minute); err != nil {
+		t.Fatalf("the import and export lines failed: %v\n%s", err, p.tail())
+	}
+	for _, f := range []string{"shop.ravendbdump", "shop-curl.ravendbdump"} {
+		data, err := os.ReadFile(filepath.Join(e.dir, f))
+		if err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+			t.Errorf("./%s is not a gzip dump (%v)", f, err)
+		}
+	}
+	var stats struct{ CountOfDocuments int }
+	getJSON(t, http.DefaultClient, "http://127.0.0.1:8080/databases/shop-copy/stats", &stats)
+	var src struct{ CountOfDocuments int }
+	getJSON(t, http.DefaultClient, "http://127.0.0.1:8080/databases/shop/stats", &src)
+	if stats.CountOfDocuments == 0 || stats.CountOfDocuments != src.CountOfDocuments {
+		t.Errorf("shop-copy holds %d documents, shop %d", stats.CountOfDocuments, src.CountOfDocuments)
 	}
 }

@@ -126,8 +126,10 @@ test.describe("documents", () => {
     await expect(page.getByTestId("doc-cv")).toHaveText(/^A:\d+-/);
     await shot(page, "document");
 
+    // The editor is CodeMirror (static/editor.js), named by the label; its
+    // textarea stays in the form, hidden, and holds the text it posts.
     const editor = page.getByLabel("Document JSON");
-    const text = await editor.inputValue();
+    const text = await page.getByTestId("doc-editor").inputValue();
     expect(text).toContain('"@collection": "Users"');
     await editor.fill(text.replace('"Ann"', '"Annie"'));
     await page.getByTestId("doc-save").click();
@@ -140,7 +142,7 @@ test.describe("documents", () => {
     await editor.fill('{"name": "broken",');
     await page.getByTestId("doc-save").click();
     await expect(page.getByTestId("doc-error")).toContainText("not a valid document");
-    await expect(page.getByLabel("Document JSON")).toHaveValue('{"name": "broken",');
+    await expect(page.getByTestId("doc-editor")).toHaveValue('{"name": "broken",');
     expect((await stored("users/1")).name).toBe("Annie");
 
     // Two editors open the same version; the second save is refused.
@@ -148,23 +150,23 @@ test.describe("documents", () => {
     const b = await context.newPage();
     await a.goto(docURL("users/1"));
     await b.goto(docURL("users/1"));
-    const textA = (await a.getByLabel("Document JSON").inputValue()).replace('"Annie"', '"First"');
-    const textB = (await b.getByLabel("Document JSON").inputValue()).replace('"Annie"', '"Second"');
+    const textA = (await a.getByTestId("doc-editor").inputValue()).replace('"Annie"', '"First"');
+    const textB = (await b.getByTestId("doc-editor").inputValue()).replace('"Annie"', '"Second"');
     await a.getByLabel("Document JSON").fill(textA);
     await a.getByTestId("doc-save").click();
     await expect(a.getByTestId("flash")).toHaveText("Saved.");
     await b.getByLabel("Document JSON").fill(textB);
     await b.getByTestId("doc-save").click();
     await expect(b.getByTestId("doc-error")).toContainText("changed by someone else since you opened it; reload to see their version");
-    await expect(b.getByLabel("Document JSON")).toHaveValue(textB);
+    await expect(b.getByTestId("doc-editor")).toHaveValue(textB);
     await expect(b.getByTestId("doc-json")).toContainText('"name": "First"');
     await shot(b, "document-conflict");
     expect((await stored("users/1")).name).toBe("First");
 
     // Reloading shows their version and saving then works.
     await b.getByTestId("doc-reload").click();
-    await expect(b.getByLabel("Document JSON")).toHaveValue(/"First"/);
-    await b.getByLabel("Document JSON").fill((await b.getByLabel("Document JSON").inputValue()).replace('"First"', '"Second"'));
+    await expect(b.getByTestId("doc-editor")).toHaveValue(/"First"/);
+    await b.getByLabel("Document JSON").fill((await b.getByTestId("doc-editor").inputValue()).replace('"First"', '"Second"'));
     await b.getByTestId("doc-save").click();
     await expect(b.getByTestId("flash")).toHaveText("Saved.");
     expect((await stored("users/1")).name).toBe("Second");
@@ -237,7 +239,7 @@ test.describe("documents", () => {
     // New document, from the collection's page: id and collection prefilled.
     await page.getByTestId("new-doc").click();
     await expect(page.getByLabel("Document id")).toHaveValue("notes/");
-    await expect(page.getByLabel("Document JSON")).toHaveValue(/"@collection": "Notes"/);
+    await expect(page.getByTestId("doc-editor")).toHaveValue(/"@collection": "Notes"/);
     await page.getByLabel("Document id").fill("notes/2");
     await page.getByLabel("Document JSON").fill('{"text": "fresh", "@metadata": {"@collection": "Notes"}}');
     await shot(page, "document-new");
@@ -252,7 +254,7 @@ test.describe("documents", () => {
     await page.getByLabel("Document JSON").fill('{"text": "clobber", "@metadata": {"@collection": "Notes"}}');
     await page.getByTestId("doc-create").click();
     await expect(page.getByTestId("doc-error")).toContainText("already exists");
-    await expect(page.getByLabel("Document JSON")).toHaveValue(/clobber/);
+    await expect(page.getByTestId("doc-editor")).toHaveValue(/clobber/);
     expect((await stored("notes/2")).text).toBe("fresh");
 
     // An identity id takes the next free number; it never overwrites notes/2.

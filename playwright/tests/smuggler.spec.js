@@ -155,7 +155,8 @@ test.describe("Import/Export page", () => {
         const area = document.querySelector("[data-testid=ops-area]");
         if (area) window.__running = Math.max(window.__running, Number(area.getAttribute("data-running")));
       };
-      new MutationObserver(look).observe(document.body, { childList: true, subtree: true });
+      // Regions are morphed in place: attribute changes count too.
+      new MutationObserver(look).observe(document.body, { childList: true, subtree: true, attributes: true, attributeFilter: ["value", "data-running", "data-state"] });
     });
     await page.getByTestId("import-file").setInputFiles(file);
     await page.getByTestId("import-submit").click();

@@ -49,7 +49,7 @@
   function refreshCommand() {
     var q = new URLSearchParams(new FormData(options));
     var mine = ++seq;
-    pending = fetch(commandURL + "?" + q.toString(), { headers: { Accept: "text/html" } })
+    pending = fetch(commandURL + "&" + q.toString(), { headers: { Accept: "text/html" } })
       .then(function (r) { return r.ok ? r.text() : Promise.reject(new Error("HTTP " + r.status)); })
       .then(function (html) {
         if (mine !== seq) return; // a later change is on its way

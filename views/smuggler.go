@@ -296,6 +296,18 @@ func id64(n int64) string { return strconv.FormatInt(n, 10) }
 
 func typeID(prefix, name string) string { return prefix + "-" + strings.ToLower(name) }
 
+// typeLabels name the item types for people.
+var typeLabels = map[string]string{"DatabaseRecord": "Database record", "RevisionDocuments": "Revisions",
+	"CompareExchange": "Compare exchange", "TimeSeries": "Time series"}
+
+// TypeLabel names an item type for people ("DatabaseRecord": "Database record").
+func TypeLabel(t string) string {
+	if l, ok := typeLabels[t]; ok {
+		return l
+	}
+	return t
+}
+
 func dirLabel(dir string) string {
 	if dir == "" {
 		return "the dump directory"
@@ -311,7 +323,7 @@ func partSummary(p SmugglerPart) string {
 		if r.Type == "Documents" || r.Read == 0 {
 			continue
 		}
-		out = append(out, Num(r.Read)+" "+strings.ToLower(r.Type))
+		out = append(out, Num(r.Read)+" "+strings.ToLower(TypeLabel(r.Type)))
 	}
 	w := 0
 	for _, m := range p.Messages {

@@ -130,9 +130,9 @@ func exportSection(p SmugglerPage) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var5 string
-		templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(string(DBURL(p.Database, "smuggler/command")))
+		templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(string(DBURL(p.Database, "smuggler")) + "?part=command")
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `smuggler.templ`, Line: 32, Col: 175}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `smuggler.templ`, Line: 32, Col: 185}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var5))
 		if templ_7745c5c3_Err != nil {
@@ -1441,7 +1441,7 @@ func smugglerCounts(rows []SmugglerRow) templ.Component {
 			templ_7745c5c3_Var75 = templ.NopComponent
 		}
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 132, "<div class=\"smug-scroll\"><table class=\"grid smug-counts\" data-testid=\"op-counts\"><thead><tr><th scope=\"col\">Item type</th><th scope=\"col\" class=\"num\">Read</th><th scope=\"col\" class=\"num\">Skipped</th><th scope=\"col\" class=\"num\">Errors</th></tr></thead> <tbody>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 132, "<div class=\"table-wrap\"><table class=\"grid smug-counts\" data-testid=\"op-counts\"><thead><tr><th scope=\"col\">Item type</th><th scope=\"col\" class=\"num\">Read</th><th scope=\"col\" class=\"num\">Skipped</th><th scope=\"col\" class=\"num\">Errors</th></tr></thead> <tbody>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1464,9 +1464,9 @@ func smugglerCounts(rows []SmugglerRow) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var77 string
-			templ_7745c5c3_Var77, templ_7745c5c3_Err = templ.JoinStringErrs(r.Type)
+			templ_7745c5c3_Var77, templ_7745c5c3_Err = templ.JoinStringErrs(TypeLabel(r.Type))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `smuggler.templ`, Line: 282, Col: 15}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `smuggler.templ`, Line: 282, Col: 26}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var77))
 			if templ_7745c5c3_Err != nil {
@@ -1596,7 +1596,7 @@ func smugglerParts(parts []SmugglerPart) templ.Component {
 			templ_7745c5c3_Var84 = templ.NopComponent
 		}
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 146, "<div class=\"smug-scroll\"><table class=\"grid smug-parts\" data-testid=\"op-parts\"><thead><tr><th scope=\"col\">Database</th><th scope=\"col\">State</th><th scope=\"col\">Progress</th><th scope=\"col\" class=\"num\">Documents</th><th scope=\"col\">Result</th></tr></thead> <tbody>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 146, "<div class=\"table-wrap\"><table class=\"grid smug-parts\" data-testid=\"op-parts\"><thead><tr><th scope=\"col\">Database</th><th scope=\"col\">State</th><th scope=\"col\">Progress</th><th scope=\"col\" class=\"num\">Documents</th><th scope=\"col\">Result</th></tr></thead> <tbody>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -2094,7 +2094,7 @@ func DumpList(p ServerSmugglerPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 194, "\"><div class=\"smug-scroll\"><table class=\"grid smug-dumps\"><caption class=\"sr-only\">Dumps in ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 194, "\"><div class=\"table-wrap\"><table class=\"grid smug-dumps\"><caption class=\"sr-only\">Dumps in ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

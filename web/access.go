@@ -278,7 +278,6 @@ var routeRules = map[string]rule{
 	// database (an export is a read); the import goes to the API, which
 	// asks for write access; cancelling an operation is a write.
 	"GET /studio/db/:db/smuggler":         dbRead,
-	"GET /studio/db/:db/smuggler/command": dbRead,
 	"POST /studio/db/:db/smuggler/cancel": dbWrite,
 
 	// Studio: queries and indexes. Running a query is a read that may

@@ -197,7 +197,7 @@ func TestStudioSmugglerPageOptionsAndCommands(t *testing.T) {
 	q := url.Values{"o": {"1"}, "type": {"Documents", "Indexes"}, "collection": {"orders"}, "compression": {"Zstd"},
 		"file": {"nightly/shop"}, "transform": {"on"}, "script": {script}}
 	page := get(t, h, "/studio/db/shop/smuggler?"+q.Encode()).Body.String()
-	frag := get(t, h, "/studio/db/shop/smuggler/command?"+q.Encode()).Body.String()
+	frag := get(t, h, "/studio/db/shop/smuggler?part=command&"+q.Encode()).Body.String()
 	if strings.Contains(frag, "<html") || !strings.Contains(frag, `id="export-command"`) {
 		t.Fatalf("the command fragment is not just the box: %.500s", frag)
 	}
@@ -219,11 +219,11 @@ func TestStudioSmugglerPageOptionsAndCommands(t *testing.T) {
 	}
 
 	// Options an export would refuse say why.
-	bad := get(t, h, "/studio/db/shop/smuggler/command?"+url.Values{"o": {"1"}, "type": {"Documents"}, "transform": {"on"}, "script": {"this.x = ("}}.Encode()).Body.String()
+	bad := get(t, h, "/studio/db/shop/smuggler?part=command&"+url.Values{"o": {"1"}, "type": {"Documents"}, "transform": {"on"}, "script": {"this.x = ("}}.Encode()).Body.String()
 	if !strings.Contains(bad, `data-valid="false"`) || !strings.Contains(bad, "The transform script does not compile") {
 		t.Fatalf("a broken script: %.1500s", bad)
 	}
-	none := get(t, h, "/studio/db/shop/smuggler/command?o=1").Body.String()
+	none := get(t, h, "/studio/db/shop/smuggler?part=command&o=1").Body.String()
 	if !strings.Contains(none, `data-valid="false"`) || !strings.Contains(none, "tick at least one item type") {
 		t.Fatalf("no type: %.1500s", none)
 	}
@@ -580,7 +580,7 @@ func TestStudioSmugglerSecured(t *testing.T) {
 		t.Fatalf("secured PowerShell command: %s", c.PowerShell)
 	}
 	mustContain(t, "secured page", p, `data-testid="export-cert"`, `data-testid="export-cacert"`, `data-testid="nav-server-smuggler"`)
-	p = browse(t, admin, "GET", n.url+"/studio/db/shop/smuggler/command?"+url.Values{"o": {"1"}, "type": {"Documents"}, "cert": {"/etc/rookery/ops.pem"}, "cacert": {"/etc/rookery/ca.pem"}}.Encode(), "", nil)
+	p = browse(t, admin, "GET", n.url+"/studio/db/shop/smuggler?part=command&"+url.Values{"o": {"1"}, "type": {"Documents"}, "cert": {"/etc/rookery/ops.pem"}, "cacert": {"/etc/rookery/ca.pem"}}.Encode(), "", nil)
 	if c := commandsOf(t, p.body); !strings.Contains(c.Bash, "--cert '/etc/rookery/ops.pem' --cacert '/etc/rookery/ca.pem'") {
 		t.Fatalf("chosen certificate paths: %s", c.Bash)
 	}

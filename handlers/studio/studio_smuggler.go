@@ -47,7 +47,6 @@ const (
 
 func (s *Studio) registerSmuggler(g, db *echo.Group) {
 	db.GET("/smuggler", s.smugglerPage)
-	db.GET("/smuggler/command", s.smugglerCommand)
 	db.POST("/smuggler/cancel", s.smugglerCancel)
 	s.addLive("smuggler", s.smugglerLive, false)
 
@@ -229,6 +228,9 @@ func (s *Studio) smugglerPage(c echo.Context) error {
 		return s.studioError(c, c.Param("db"), err)
 	}
 	f := s.exportForm(c.QueryParams(), db, time.Now())
+	if c.QueryParam("part") == "command" {
+		return s.smugglerCommand(c, f)
+	}
 	p := views.SmugglerPage{Database: db.Name(), Export: f, Command: s.exportCommand(f),
 		Import: views.ImportForm{Database: db.Name(), Defaults: defaultImportOptions(), Script: views.DefaultTransformScript},
 		Ops:    s.smugglerOps(c.Request().Context(), db.Name())}
@@ -239,14 +241,10 @@ func (s *Studio) smugglerPage(c echo.Context) error {
 	return render(c, http.StatusOK, ch, views.SmugglerPageView(p))
 }
 
-// smugglerCommand is the command box for the options in the query (the
-// page's script fetches it as the options change).
-func (s *Studio) smugglerCommand(c echo.Context) error {
-	db, err := s.studioDB(c)
-	if err != nil {
-		return s.studioError(c, c.Param("db"), err)
-	}
-	f := s.exportForm(c.QueryParams(), db, time.Now())
+// smugglerCommand answers the page with ?part=command: only the command
+// box for the options in the query (the page's script fetches it as the
+// options change).
+func (s *Studio) smugglerCommand(c echo.Context, f views.ExportForm) error {
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
 	c.Response().Header().Set("Cache-Control", "no-store")
 	c.Response().WriteHeader(http.StatusOK)

@@ -162,6 +162,8 @@ test.describe("Import/Export page", () => {
     await page.getByTestId("import-submit").click();
     await expect(page.getByTestId("import-status")).toContainText("running");
     const op = await page.getByTestId("import-form").getAttribute("data-op");
+    // The header's running operations link to it while it runs.
+    await expect(page.locator(`[data-testid=running-op][data-op="${op}"] [data-testid=running-op-link]`)).toHaveAttribute("href", "/studio/db/" + db + "/smuggler#op-" + op);
     const view = page.locator(`[data-testid=smuggler-op][data-op="${op}"]`);
     await expect(view).toHaveAttribute("data-state", "completed", { timeout: 90_000 });
     await expect(page.getByTestId("import-status")).toContainText("finished");

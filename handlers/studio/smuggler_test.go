@@ -602,3 +602,54 @@ func TestStudioSmugglerSecured(t *testing.T) {
 		t.Fatalf("reader exports to the server's disk: %d", p.status)
 	}
 }
+
+// Cancel on the page stops a running import: the operation ends Canceled,
+// the import's request ends, and the page shows it cancelled; cancelling
+// through another database's page finds no such operation.
+func TestStudioSmugglerCancel(t *testing.T) {
+	h, _ := smugglerServer(t)
+	smugCreate(t, h, "shop", nil)
+	smugCreate(t, h, "other", nil)
+	var idAnswer struct{ Id int }
+	json.Unmarshal(get(t, h, "/databases/shop/operations/next-operation-id").Body.Bytes(), &idAnswer)
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	mw.WriteField("importOptions", "{}")
+	fw, _ := mw.CreateFormFile("file", "big.ravendbdump")
+	fw.Write(rookeryDump(t, 2000, false))
+	mw.Close()
+	all := buf.Bytes()
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.CloseWithError(io.ErrUnexpectedEOF) })
+	req := localRequest("POST", fmt.Sprintf("/databases/shop/smuggler/import?operationId=%d", idAnswer.Id), pr)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	done := make(chan *httptest.ResponseRecorder)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		done <- rec
+	}()
+	go pw.Write(all[:len(all)/2]) // and then nothing: the import waits for the rest
+	op := fmt.Sprint(idAnswer.Id)
+	waitFor(t, "the import to run", func() bool {
+		return strings.Contains(get(t, h, "/studio/db/shop/smuggler").Body.String(), `data-op="`+op+`" data-state="running"`)
+	})
+	if !strings.Contains(get(t, h, "/studio/db/shop/smuggler").Body.String(), `data-testid="op-cancel"`) {
+		t.Fatal("a running import offers no Cancel")
+	}
+	if rec := postForm(t, h, "/studio/db/other/smuggler/cancel", map[string]string{"op": op}, sameOriginHeaders); rec.Code != 303 || !strings.Contains(rec.Header().Get("Location"), "error=") {
+		t.Fatalf("cancel through another database: %d %s", rec.Code, rec.Header().Get("Location"))
+	}
+	rec := postForm(t, h, "/studio/db/shop/smuggler/cancel", map[string]string{"op": op}, sameOriginHeaders)
+	if rec.Code != 303 || !strings.Contains(rec.Header().Get("Location"), "flash=") {
+		t.Fatalf("cancel: %d %s", rec.Code, rec.Header().Get("Location"))
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled import's request did not end")
+	}
+	waitFor(t, "the page to show it cancelled", func() bool {
+		return strings.Contains(get(t, h, "/studio/db/shop/smuggler").Body.String(), `data-op="`+op+`" data-state="cancelled"`)
+	})
+}

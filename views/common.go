@@ -27,20 +27,22 @@ type Fragment struct {
 
 // Nav keys; every page sets one as active.
 const (
-	NavDashboard     = "dashboard"
-	NavDatabases     = "databases"
-	NavCluster       = "cluster"
-	NavDocuments     = "documents"
-	NavHiLo          = "hilo"
-	NavIdentities    = "identities"
-	NavStats         = "stats"
-	NavReplication   = "replication"
-	NavConflicts     = "conflicts"
-	NavSubscriptions = "subscriptions"
-	NavQuery         = "query"
-	NavIndexes       = "indexes"
-	NavCertificates  = "certificates"
-	NavAudit         = "audit"
+	NavDashboard      = "dashboard"
+	NavDatabases      = "databases"
+	NavCluster        = "cluster"
+	NavDocuments      = "documents"
+	NavHiLo           = "hilo"
+	NavIdentities     = "identities"
+	NavStats          = "stats"
+	NavReplication    = "replication"
+	NavConflicts      = "conflicts"
+	NavSubscriptions  = "subscriptions"
+	NavQuery          = "query"
+	NavIndexes        = "indexes"
+	NavCertificates   = "certificates"
+	NavAudit          = "audit"
+	NavSmuggler       = "smuggler"
+	NavServerSmuggler = "server-smuggler"
 )
 
 // Chrome is what the layout needs around a page.
@@ -73,6 +75,9 @@ type Chrome struct {
 	Unsecured string
 	// Now is when the page was rendered (expiry badges).
 	Now time.Time
+	// Ops are the running operations the viewer may see (the header's
+	// notification area).
+	Ops []RunningOp
 }
 
 // LiveURL is the websocket path the page's script connects to.

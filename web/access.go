@@ -239,6 +239,12 @@ var routeRules = map[string]rule{
 	"POST /studio/certificates":        operator.audited("certificate.put", ""),
 	"POST /studio/certificates/revoke": operator.audited("certificate.delete", "form:thumbprint"),
 	"GET /studio/audit":                operator,
+	// Import and export: the server page (several databases, files below
+	// --dump-dir) is an Operator's, as its API twins are.
+	"GET /studio/smuggler":         operator,
+	"POST /studio/smuggler/export": operator.audited("smuggler.export-dir", "form:dir"),
+	"POST /studio/smuggler/import": operator.audited("smuggler.import-dir", "form:dir"),
+	"POST /studio/smuggler/cancel": operator,
 
 	"GET /studio/db/:db/documents":                    dbRead,
 	"GET /studio/db/:db/doc":                          dbRead,
@@ -268,6 +274,11 @@ var routeRules = map[string]rule{
 	"GET /studio/db/:db/subscriptions":                dbRead,
 	"POST /studio/db/:db/subscriptions":               dbAdmin.audited("subscription.action", "form:action"),
 	"GET /studio/db/:db/subscriptions/*":              dbRead,
+	// A database's Import/Export page: readable by who may read the
+	// database (an export is a read); the import goes to the API, which
+	// asks for write access; cancelling an operation is a write.
+	"GET /studio/db/:db/smuggler":         dbRead,
+	"POST /studio/db/:db/smuggler/cancel": dbWrite,
 
 	// Studio: queries and indexes. Running a query is a read that may
 	// create an auto index, as POST /queries does; changing an index is

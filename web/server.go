@@ -38,6 +38,7 @@ import (
 	"github.com/rookerydb/rookery/backend/operations"
 	"github.com/rookerydb/rookery/backend/query"
 	"github.com/rookerydb/rookery/backend/rql"
+	"github.com/rookerydb/rookery/backend/smuggler"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/backend/subscriptions"
 	"github.com/rookerydb/rookery/handlers/api"
@@ -480,7 +481,8 @@ func New(cfg Config) (*Server, error) {
 		ServerCertificate: wire.ServerCertificate, WellKnownAdmins: wire.WellKnownAdmins, Audit: wire.Audit,
 		Indexes: s.indexes, Queries: s.queries, IndexUsage: s.idx.Usage, IndexConfig: s.idx.Config, OnQuery: s.idx.Queried,
 		History: s.history, Reach: s.reach,
-		Notifications: s.watchers, CertificateWarning: time.Duration(cfg.AlertCertificateDays) * 24 * time.Hour, Now: cfg.Now}
+		Notifications: s.watchers, CertificateWarning: time.Duration(cfg.AlertCertificateDays) * 24 * time.Hour, Now: cfg.Now,
+		Operations: s.operations, Smuggler: smuggler.ClusterServices{Cluster: s.cluster, Indexes: s.idx, Subs: s.subs}, DumpDir: cfg.DumpDir}
 
 	if !sec.secured {
 		s.studio.UnsecuredAccess = accessName(sec.access)

@@ -325,6 +325,22 @@ func (r *Registry) List(db string) []Info {
 	return out
 }
 
+// Running describes every running operation of the node, of every
+// database and server-wide, the newest first (the studio's notification
+// area).
+func (r *Registry) Running() []Info {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Info
+	for _, o := range r.ops {
+		if o.status == InProgress {
+			out = append(out, o.snapshot())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
+	return out
+}
+
 // Close cancels every running operation and waits for them to end.
 func (r *Registry) Close() {
 	r.stop()

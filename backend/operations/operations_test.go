@@ -151,3 +151,40 @@ func TestMaxKept(t *testing.T) {
 		t.Fatalf("the newest was dropped: %v", err)
 	}
 }
+
+// Running lists the running operations of every database and the
+// server-wide ones, newest first, and drops each as it ends.
+func TestRunningAcrossDatabases(t *testing.T) {
+	r := New(Options{})
+	defer r.Close()
+	release := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{}), "": make(chan struct{})}
+	ids := map[string]int64{}
+	for _, db := range []string{"a", "b", ""} {
+		ch := release[db]
+		id, err := r.Start(db, 0, "DatabaseImport", "import "+db, true, func(ctx context.Context, p *Progress) (any, error) {
+			<-ch
+			return nil, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[db] = id
+	}
+	got := r.Running()
+	if len(got) != 3 || got[0].Database != "" || got[1].Database != "b" || got[2].Database != "a" {
+		t.Fatalf("running: %+v", got)
+	}
+	close(release["b"])
+	wait(t, r, "b", ids["b"])
+	got = r.Running()
+	if len(got) != 2 || got[0].ID != ids[""] || got[1].ID != ids["a"] {
+		t.Fatalf("after b ended: %+v", got)
+	}
+	close(release["a"])
+	close(release[""])
+	wait(t, r, "a", ids["a"])
+	wait(t, r, "", ids[""])
+	if got := r.Running(); len(got) != 0 {
+		t.Fatalf("after all ended: %+v", got)
+	}
+}

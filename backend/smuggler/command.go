@@ -3,6 +3,7 @@ package smuggler
 import (
 	"encoding/json"
 	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -72,11 +73,16 @@ func ExportCommands(c CommandOptions, o Options) Commands {
 	// double quotes stripped unless escaped as \".
 	ps := "curl.exe -sS --fail" + psTLS + " -o " + psQuote(name) + " --data " + psQuote("DownloadOptions="+strings.ReplaceAll(string(js), `"`, `\"`)) + " " + psQuote(endpoint)
 	// In a crontab line % ends the command unless escaped.
-	dated := strings.TrimSuffix(name, Ext) + " $(date +%F)" + Ext
+	// A name ending in the studio's date stamp ("Dump of shop 2026-01-02
+	// 15-04") takes the day of each run instead.
+	dated := dateStamp.ReplaceAllString(strings.TrimSuffix(name, Ext), "") + " $(date +%F)" + Ext
 	cronCmd := "curl -sS --fail" + tls + " -o \"" + strings.ReplaceAll(dated, `"`, `\"`) + "\" --data DownloadOptions=" + shQuote(string(js)) + " " + shQuote(endpoint)
 	cron := "0 2 * * * " + strings.ReplaceAll(cronCmd, "%", `\%`)
 	return Commands{Bash: bash, PowerShell: ps, Cron: cron}
 }
+
+// dateStamp is the date (and time) the studio's default file name ends in.
+var dateStamp = regexp.MustCompile(` \d{4}-\d{2}-\d{2}( \d{2}-\d{2})?$`)
 
 // shQuote quotes s for a POSIX shell: single quotes, with each ' as '"'"'.
 func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'" }

@@ -159,7 +159,11 @@ func ImportFile(ctx context.Context, db *storage.DB, svc Services, o Options, pa
 		return dberr.New(dberr.BadRequest, "the dump file: %v", err)
 	}
 	defer f.Close()
-	return Import(ctx, db, svc, o, f, lim, res)
+	var size int64
+	if fi, err := f.Stat(); err == nil {
+		size = fi.Size()
+	}
+	return Import(ctx, db, svc, o, res.Track(f, size), lim, res)
 }
 
 // SortedNames returns the keys of a directory listing in order.

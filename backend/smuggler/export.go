@@ -162,6 +162,8 @@ func exportDocs(ctx context.Context, db *storage.DB, o Options, transform *patch
 	var conflictEtags []int64
 	var buf []byte
 	after := int64(0)
+	last := db.LastEtag()
+	res.add(func() { res.pos = Position{Total: last, Unit: "etags"} })
 	now := time.Now().UTC()
 	for {
 		n := 0
@@ -212,10 +214,12 @@ func exportDocs(ctx context.Context, db *storage.DB, o Options, transform *patch
 		if n == 0 {
 			break
 		}
+		res.posDone.Store(min(after, last))
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 	}
+	res.posDone.Store(last)
 	if docs {
 		if err := dw.End(); err != nil {
 			return err

@@ -12,8 +12,10 @@ package smuggler
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rookerydb/rookery/backend/dberr"
@@ -224,6 +226,56 @@ type Result struct {
 	Counters          DocumentCounts
 	TimeSeries        DocumentCounts
 	Messages          []string
+
+	// pos is how far the job went through its input (Position); posDone
+	// is its Done, counted by Track's reader without the lock.
+	pos     Position
+	posDone atomic.Int64
+}
+
+// Position is how far a job went through its input, for progress bars: an
+// import's dump bytes read of the dump's size, an export's etags scanned
+// of the database's last etag when it started. Total 0 is unknown (a
+// request without Content-Length).
+type Position struct {
+	Done  int64  `json:"Done"`
+	Total int64  `json:"Total"`
+	Unit  string `json:"Unit"` // "bytes" or "etags"
+}
+
+// Track counts the bytes read through rd as the result's position, of
+// total (0 when unknown): the dump an import reads, or the request body
+// that carries it.
+func (r *Result) Track(rd io.Reader, total int64) io.Reader {
+	r.add(func() { r.pos = Position{Total: max(total, 0), Unit: "bytes"} })
+	return &countingReader{r: rd, n: &r.posDone}
+}
+
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// Position is the job's position (Unit "" when it does not track one).
+func (r *Result) Position() Position {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.positionLocked()
+}
+
+func (r *Result) positionLocked() Position {
+	p := r.pos
+	p.Done = r.posDone.Load()
+	if p.Total > 0 && p.Done > p.Total {
+		p.Done = p.Total
+	}
+	return p
 }
 
 // NewResult starts a result's clock.
@@ -268,13 +320,18 @@ func (r *Result) Snapshot() map[string]any {
 	if msgs == nil {
 		msgs = []string{}
 	}
-	return map[string]any{
+	out := map[string]any{
 		"DatabaseRecord": r.DatabaseRecord, "Documents": r.Documents, "RevisionDocuments": r.RevisionDocuments,
 		"Tombstones": r.Tombstones, "Conflicts": r.Conflicts, "Identities": r.Identities, "Indexes": r.Indexes,
 		"CompareExchange": r.CompareExchange, "Subscriptions": r.Subscriptions, "Counters": r.Counters,
 		"TimeSeries": r.TimeSeries, "CompareExchangeTombstones": Counts{}, "ReplicationHubCertificates": Counts{},
 		"TimeSeriesDeletedRanges": Counts{}, "Messages": msgs, "Elapsed": timeSpan(el),
 	}
+	if r.pos.Unit != "" {
+		// Not RavenDB's: the studio's progress bar (clients ignore it).
+		out["Position"] = r.positionLocked()
+	}
+	return out
 }
 
 // Progress is a short line for progress bars: items read so far.

@@ -113,7 +113,7 @@ func (a *API) smugglerExport(c echo.Context) error {
 	res := smuggler.NewResult(time.Now())
 	reqCtx := c.Request().Context()
 	done := make(chan error, 1)
-	_, err = a.Operations.Start(db.Name(), id, "DatabaseExport", "export of "+db.Name(), true, func(ctx context.Context, p *operations.Progress) (any, error) {
+	_, err = a.Operations.Start(db.Name(), id, smuggler.KindExport, "export of "+db.Name(), true, func(ctx context.Context, p *operations.Progress) (any, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		stop := context.AfterFunc(reqCtx, cancel) // the client went away
@@ -179,7 +179,10 @@ func (a *API) smugglerImport(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	mr := multipart.NewReader(c.Request().Body, params["boundary"])
+	// The body's bytes read are the import's position (the studio's
+	// progress bar): the dump is nearly all of it.
+	res := smuggler.NewResult(time.Now())
+	mr := multipart.NewReader(res.Track(c.Request().Body, c.Request().ContentLength), params["boundary"])
 	var o smuggler.Options
 	var file *multipart.Part
 	for file == nil {
@@ -210,7 +213,7 @@ func (a *API) smugglerImport(c echo.Context) error {
 	if err := o.Check(); err != nil {
 		return err
 	}
-	snap, err := a.runImport(c.Request().Context(), db, id, o, file, "import into "+db.Name())
+	snap, err := a.runImport(c.Request().Context(), db, id, o, file, res, "import into "+db.Name())
 	if err != nil {
 		return err
 	}
@@ -218,26 +221,17 @@ func (a *API) smugglerImport(c echo.Context) error {
 }
 
 // runImport runs an import as an operation and waits for it.
-func (a *API) runImport(reqCtx context.Context, db *storage.DB, id int64, o smuggler.Options, r io.Reader, what string) (map[string]any, error) {
-	res := smuggler.NewResult(time.Now())
+func (a *API) runImport(reqCtx context.Context, db *storage.DB, id int64, o smuggler.Options, r io.Reader, res *smuggler.Result, what string) (map[string]any, error) {
 	done := make(chan error, 1)
-	_, err := a.Operations.Start(db.Name(), id, "DatabaseImport", what, true, func(ctx context.Context, p *operations.Progress) (any, error) {
+	_, err := a.Operations.Start(db.Name(), id, smuggler.KindImport, what, true, func(ctx context.Context, p *operations.Progress) (any, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		stop := context.AfterFunc(reqCtx, cancel)
 		defer stop()
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					p.Set(res.Snapshot())
-				}
-			}
-		}()
+		unpublish := smuggler.Publish(ctx, p, res.Snapshot)
+		// A failed import keeps its counters (what was imported before the
+		// error) in the operation's progress.
+		defer func() { unpublish(); p.Set(res.Snapshot()) }()
 		err := smuggler.Import(ctx, db, a.smugglerServices(), o, r, dump.Limits{MaxItem: int(min(a.MaxDocumentSize+1<<20, 1<<30))}, res)
 		done <- err
 		if err != nil {
@@ -310,7 +304,12 @@ func (a *API) smugglerImportFile(c echo.Context) error {
 		return err
 	}
 	defer f.Close()
-	snap, err := a.runImport(c.Request().Context(), db, id, o, f, "import of "+c.QueryParam("file")+" into "+db.Name())
+	res := smuggler.NewResult(time.Now())
+	var size int64
+	if fi, err := f.Stat(); err == nil {
+		size = fi.Size()
+	}
+	snap, err := a.runImport(c.Request().Context(), db, id, o, res.Track(f, size), res, "import of "+c.QueryParam("file")+" into "+db.Name())
 	if err != nil {
 		return err
 	}
@@ -373,19 +372,7 @@ func (a *API) smugglerExportDir(c echo.Context) error {
 		}
 		dbs = append(dbs, db)
 	}
-	m := smuggler.NewMulti()
-	id, err := a.Operations.Start("", 0, "ServerExport", fmt.Sprintf("export of %d databases to %s", len(dbs), orDefault(req.Directory, "the dump directory")), true,
-		func(ctx context.Context, p *operations.Progress) (any, error) {
-			stop := publish(ctx, p, m.Snapshot)
-			defer stop()
-			if err := smuggler.ExportDir(ctx, dbs, a.smugglerServices(), o, dir, m); err != nil {
-				return nil, err
-			}
-			if err := m.Err(); err != nil {
-				return nil, err
-			}
-			return m.Snapshot(), nil
-		})
+	id, err := smuggler.StartExportDir(a.Operations, dbs, a.smugglerServices(), o, dir, orDefault(req.Directory, "the dump directory"))
 	if err != nil {
 		return err
 	}
@@ -418,7 +405,6 @@ func (a *API) smugglerImportDir(c echo.Context) error {
 	if len(files) == 0 {
 		return dberr.New(dberr.BadRequest, "no %s file in %s", smuggler.Ext, orDefault(req.Directory, "the dump directory"))
 	}
-	m := smuggler.NewMulti()
 	lim := dump.Limits{MaxItem: int(min(a.MaxDocumentSize+1<<20, 1<<30))}
 	open := func(name string) (*storage.DB, error) {
 		if db, err := a.Catalog.Get(name); err == nil {
@@ -430,39 +416,9 @@ func (a *API) smugglerImportDir(c echo.Context) error {
 		}
 		return a.Catalog.Get(name)
 	}
-	id, err := a.Operations.Start("", 0, "ServerImport", fmt.Sprintf("import of %d dumps from %s", len(files), orDefault(req.Directory, "the dump directory")), true,
-		func(ctx context.Context, p *operations.Progress) (any, error) {
-			stop := publish(ctx, p, m.Snapshot)
-			defer stop()
-			if err := smuggler.ImportDir(ctx, files, open, a.smugglerServices(), o, lim, m); err != nil {
-				return nil, err
-			}
-			if err := m.Err(); err != nil {
-				return nil, err
-			}
-			return m.Snapshot(), nil
-		})
+	id, err := smuggler.StartImportDir(a.Operations, files, open, a.smugglerServices(), o, lim, orDefault(req.Directory, "the dump directory"))
 	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, map[string]any{"OperationId": id, "OperationNodeTag": a.NodeTag})
-}
-
-// publish sets the operation's progress from snap every 200 ms until
-// stopped.
-func publish(ctx context.Context, p *operations.Progress, snap func() map[string]any) func() {
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				p.Set(snap())
-			}
-		}
-	}()
-	return cancel
 }

@@ -30,7 +30,9 @@ import (
 	"github.com/rookerydb/rookery/backend/ids"
 	"github.com/rookerydb/rookery/backend/index"
 	"github.com/rookerydb/rookery/backend/indexes"
+	"github.com/rookerydb/rookery/backend/operations"
 	"github.com/rookerydb/rookery/backend/query"
+	"github.com/rookerydb/rookery/backend/smuggler"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/backend/subscriptions"
 	"github.com/rookerydb/rookery/handlers/httpx"
@@ -117,6 +119,16 @@ type Studio struct {
 	History *history.Store
 	Reach   *history.Reachability
 
+	// Operations are the node's long jobs (imports and exports among
+	// them: the Import/Export pages and the header's running operations);
+	// Smuggler is what a dump carries beside documents (identities, index
+	// definitions, subscriptions); DumpDir is --dump-dir, the only
+	// directory the server page reads and writes. Nil Operations leaves
+	// the pages without operations.
+	Operations *operations.Registry
+	Smuggler   smuggler.Services
+	DumpDir    string
+
 	certCheck certCheck
 	// probing is set while a round of reachability checks runs.
 	probing atomic.Bool
@@ -176,6 +188,7 @@ func (s *Studio) Register(e *echo.Echo) {
 	s.addLive("databases", s.databasesLive, true)
 
 	db := g.Group("/db/:db")
+	s.registerSmuggler(g, db)
 	s.registerDocuments(db)
 	s.registerDocument(db)
 	s.registerHiLo(db)
@@ -191,7 +204,8 @@ func (s *Studio) Register(e *echo.Echo) {
 // LiveFragments renders the live regions of a page; the notification area is
 // part of every page.
 func (s *Studio) LiveFragments(ctx context.Context, page string, q url.Values) ([]views.Fragment, error) {
-	frags := []views.Fragment{{ID: "alerts-area", C: views.AlertsArea(s.visibleAlerts(ctx))}, {ID: "reading-node", C: views.ReadingNode(s.readingNode())}}
+	frags := []views.Fragment{{ID: "alerts-area", C: views.AlertsArea(s.visibleAlerts(ctx))}, {ID: "reading-node", C: views.ReadingNode(s.readingNode())},
+		{ID: "ops-area", C: views.OpsArea(s.runningOps(ctx))}}
 	if name := q.Get("db"); name != "" {
 		if d, err := s.Catalog.Get(name); err == nil {
 			n, _ := d.ConflictCount(ctx)
@@ -232,7 +246,7 @@ func (s *Studio) chrome(c echo.Context, title, db, active, live string) views.Ch
 	}
 	ctx := c.Request().Context()
 	ch := views.Chrome{Title: title, Database: db, Active: active, Live: live, Query: q, NodeTag: s.NodeTag, Alerts: s.visibleAlerts(ctx),
-		Who: auth.FromContext(ctx), Unsecured: s.UnsecuredAccess, Now: time.Now()}
+		Who: auth.FromContext(ctx), Unsecured: s.UnsecuredAccess, Now: time.Now(), Ops: s.runningOps(ctx)}
 	rn := s.readingNode()
 	ch.NodeURL, ch.NodeRole, ch.LeaderTag = rn.NodeURL, rn.NodeRole, rn.LeaderTag
 	if db != "" {

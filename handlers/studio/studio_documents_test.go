@@ -507,7 +507,7 @@ func TestStudioDocumentsLiveFragments(t *testing.T) {
 	if !strings.Contains(got["collections-list"], `>61<`) || !strings.Contains(got["documents-count"], "61 documents") {
 		t.Fatalf("deep page counts: %v", got)
 	}
-	if got := liveHTML(t, s, url.Values{"db": {"gone"}, "page": {"documents"}}); len(got) != 2 || got["alerts-area"] == "" || got["reading-node"] == "" {
-		t.Fatalf("an unknown database refreshes only the frame (alerts, reading node): %v", got)
+	if got := liveHTML(t, s, url.Values{"db": {"gone"}, "page": {"documents"}}); len(got) != 3 || got["alerts-area"] == "" || got["reading-node"] == "" || got["ops-area"] == "" {
+		t.Fatalf("an unknown database refreshes only the frame (alerts, reading node, running operations): %v", got)
 	}
 }

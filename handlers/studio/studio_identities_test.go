@@ -416,10 +416,10 @@ func TestStudioLiveRegions(t *testing.T) {
 					}
 				}
 			}
-			// A database that is gone refreshes only the frame: the alerts
-			// and the node the page reads.
+			// A database that is gone refreshes only the frame: the alerts,
+			// the node the page reads and the running operations.
 			frags, _ = s.LiveFragments(context.Background(), c.page, url.Values{"db": {"gone"}})
-			if len(frags) != 2 || frags[0].ID != "alerts-area" || frags[1].ID != "reading-node" {
+			if len(frags) != 3 || frags[0].ID != "alerts-area" || frags[1].ID != "reading-node" || frags[2].ID != "ops-area" {
 				t.Fatalf("unknown database: %d fragments", len(frags))
 			}
 		})

@@ -54,6 +54,7 @@ const fix = {
 function pageFor(route) {
   const special = {
     "/studio/": { name: "dashboard", url: "/studio/" },
+    "/studio/smuggler": { name: "smuggler-server", url: "/studio/smuggler" },
     "/studio/db/:db/doc": { name: "doc", url: "/studio/db/:db/doc?id=" + encodeURIComponent(fix.longDoc) },
     "/studio/db/:db/doc/new": { name: "doc-new", url: "/studio/db/:db/doc/new" },
     "/studio/db/:db/conflicts/doc": { name: "conflict-doc", url: "/studio/db/:db/conflicts/doc?id=" + encodeURIComponent(fix.conflict) },

@@ -16,7 +16,7 @@ func TestStudioLayoutFrame(t *testing.T) {
 
 	// The single node bootstraps its cluster and becomes the leader.
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(get(t, h, "/studio/").Body.String(), `data-testid="node-role">leader<`) {
+	for !strings.Contains(get(t, h, "/studio/").Body.String(), `data-testid="reading-node-role">leader<`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the header never says leader: %s", get(t, h, "/studio/").Body.String())
 		}
@@ -25,7 +25,7 @@ func TestStudioLayoutFrame(t *testing.T) {
 
 	frame := []string{
 		`<span id="reading-node" class="node node-leader" title="This page reads node A at http://node-a.test, the cluster&#39;s leader.`,
-		`data-testid="reading-node">Node <span class="node-tag" data-testid="node-tag">A</span> · <span class="node-role" data-testid="node-role">leader</span>`,
+		`data-testid="reading-node">Node <span class="node-tag" data-testid="reading-node-tag">A</span> · <span class="node-role" data-testid="reading-node-role">leader</span>`,
 		`<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">`,
 		`<script src="/static/layout.js"></script>`,
 		`<button type="button" class="menu-toggle" aria-controls="sidenav" aria-expanded="false" data-testid="menu-toggle">`,

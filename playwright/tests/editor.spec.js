@@ -188,6 +188,7 @@ test.describe.serial("the document editor on a three-node cluster", () => {
   });
 
   test("a conflicted id's page shows a banner that leads to its resolution", async ({ page }) => {
+    test.setTimeout(180_000); // a real conflict: nodes stopped and started again
     const id = "orders/77-A";
     // Keep conflicts for a person (the default resolves them on arrival).
     const s = await cluster.api("A", "POST", "/admin/replication/conflicts/solver?name=" + DB, { ResolveToLatest: false });

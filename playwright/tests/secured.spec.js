@@ -137,7 +137,7 @@ test.describe.serial("the studio on a secured three-node cluster", () => {
     expect(resp.status()).toBe(200);
     await expect(page.getByTestId("whoami-name")).toHaveText("admin");
     await expect(page.getByTestId("whoami-clearance")).toHaveText("ClusterAdmin");
-    await expect(page.getByTestId("node-tag")).toHaveText("A");
+    await expect(page.getByTestId("reading-node-tag")).toHaveText("A");
     await expect(page.getByTestId("unsecured-warning")).toHaveCount(0);
     await expect(page.getByTestId("dash-databases")).toHaveText("1");
     await waitLive(page); // the websocket works over TLS with the certificate
@@ -185,7 +185,7 @@ test.describe.serial("the studio on a secured three-node cluster", () => {
     // Node C, over its own TLS origin with the same certificate: three
     // voters, and the read-only registration made on A is there too.
     await page.goto(nodes[2].url + "/studio/cluster");
-    await expect(page.getByTestId("node-tag")).toHaveText(nodes[2].tag);
+    await expect(page.getByTestId("reading-node-tag")).toHaveText(nodes[2].tag);
     await expect(page.locator("[data-testid=cluster-node-row]")).toHaveCount(3);
     await page.goto(nodes[2].url + "/studio/certificates");
     await expect(page.locator(`[data-testid=cert-row][data-thumbprint="${node.readerTP}"]`)).toHaveCount(1);
@@ -198,7 +198,7 @@ test.describe.serial("the studio on a secured three-node cluster", () => {
     // On node B: the document written on A has replicated there.
     await page.goto(nodes[1].url + "/studio/db/vault/documents");
     await expect(page.getByTestId("doc-link")).toHaveText(["secrets/1"]);
-    await expect(page.getByTestId("node-tag")).toHaveText(nodes[1].tag);
+    await expect(page.getByTestId("reading-node-tag")).toHaveText(nodes[1].tag);
     await page.goto(node.url + "/studio/");
     await expect(page.getByTestId("whoami-name")).toHaveText("reports-reader");
     await expect(page.getByTestId("whoami-clearance")).toHaveText("ValidUser");

@@ -216,7 +216,9 @@ test.describe.serial("live updates on a busy cluster", () => {
       await page.goto(cluster.nodes.A.url + path);
       await waitLive(page);
       await expect.poll(() => frames.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(1); // the first message
-      await page.waitForTimeout(1500); // replication settling after the last writes
+      // Replication settling after the last writes, and the conflicts
+      // summary, recomputed at most every 2 s, catching up once more.
+      await page.waitForTimeout(4500);
       const from = Date.now();
       await page.waitForTimeout(3500);
       const during = frames.filter((f) => f.at >= from);

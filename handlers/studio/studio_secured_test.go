@@ -236,7 +236,7 @@ func TestStudioSecuredCertificatesAndAccess(t *testing.T) {
 	// Who you are; every action of the admin is there.
 	p := browse(t, admin, "GET", n.url+"/studio/", "", nil)
 	mustContain(t, "admin dashboard", p, `data-testid="whoami-name">admin<`, `data-testid="whoami-clearance">ClusterAdmin<`,
-		`data-testid="nav-certificates"`, `data-testid="nav-audit"`, `data-testid="reading-node"`, `data-testid="node-tag">A<`, `data-testid="node-role">leader<`)
+		`data-testid="nav-certificates"`, `data-testid="nav-audit"`, `data-testid="reading-node"`, `data-testid="reading-node-tag">A<`, `data-testid="reading-node-role">leader<`)
 	mustLack(t, "secured dashboard", p, `data-testid="unsecured-warning"`)
 	for _, db := range []string{"shop", "other"} {
 		if p := browseForm(t, admin, n.url+"/studio/databases", url.Values{"name": {db}}); p.status != 303 || !strings.Contains(p.location, "flash=") {

@@ -191,7 +191,6 @@ func MaxOf(values []float64) float64 {
 	return m
 }
 
-func levelClass(l alerts.Level) string { return "alert alert-" + string(l) }
 
 func navClass(active, key string) string {
 	if active == key {

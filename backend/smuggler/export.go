@@ -274,10 +274,6 @@ func expired(body []byte, now time.Time) bool {
 	if json.Unmarshal(body, &d) != nil || d.Metadata.Expires == "" {
 		return false
 	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.9999999", "2006-01-02T15:04:05.9999999Z"} {
-		if t, err := time.Parse(layout, d.Metadata.Expires); err == nil {
-			return t.Before(now)
-		}
-	}
-	return false
+	t, ok := parseTime(d.Metadata.Expires)
+	return ok && t.Before(now)
 }

@@ -191,7 +191,6 @@ func MaxOf(values []float64) float64 {
 	return m
 }
 
-
 func navClass(active, key string) string {
 	if active == key {
 		return "nav-link active"

@@ -1,10 +1,14 @@
 // Package patch runs RavenDB's JavaScript patches over documents in goja:
 // the script sees the document as `this` (and as the query's alias, for
 // `from Orders as o update { o.X = 1 }`), its arguments as `args`, and the
-// helpers id(doc), getMetadata(doc), load(id) (a read-only copy of another
-// document), output()/console.log() for debug output. Each run is bounded in
-// time (goja counts no statements, so a runaway loop is interrupted by a
-// timer) and a script whose result is not a document is refused.
+// helpers id(doc), getMetadata(doc), load(id) and load([ids]) (read-only
+// copies of other documents), put(id, doc[, changeVector]) and
+// del(id[, changeVector]) (writes of other documents, through the caller's
+// transaction, at most Env.MaxWrites of them), output()/console.log() for
+// debug output. Each run is bounded in time (goja counts no statements, so a
+// runaway loop is interrupted by a timer; Env.Deadline shares one budget
+// between the runs of a request) and a script whose result is not a
+// document is refused.
 package patch
 
 import (
@@ -220,7 +224,7 @@ func (s *Script) Run(doc []byte, env Env) (out []byte, changed bool, err error) 
 		maxWrites = DefaultMaxWrites
 	}
 	writes := 0
-	countWrite := func(what string) {
+	countWrite := func() {
 		writes++
 		if writes > maxWrites {
 			panic(vm.NewGoError(&Error{Msg: fmt.Sprintf("the patch script called put() and del() more than %d times", maxWrites)}))
@@ -238,7 +242,7 @@ func (s *Script) Run(doc []byte, env Env) (out []byte, changed bool, err error) 
 		if !ok || o.ClassName() == "Array" {
 			panic(vm.NewTypeError("put() needs a document object"))
 		}
-		countWrite("put")
+		countWrite()
 		b, err := stringify(goja.Undefined(), o)
 		if err != nil {
 			panic(err)
@@ -260,7 +264,7 @@ func (s *Script) Run(doc []byte, env Env) (out []byte, changed bool, err error) 
 		if goja.IsUndefined(idv) || goja.IsNull(idv) {
 			panic(vm.NewTypeError("del() needs an id"))
 		}
-		countWrite("del")
+		countWrite()
 		deleted, err := env.Delete(idv.String(), optString(call.Argument(1)))
 		if err != nil {
 			panic(vm.NewGoError(err))

@@ -184,6 +184,19 @@ func runPatch(tx *storage.Tx, c Command, cs compiled, limit time.Duration, deadl
 		}
 		return res, dberr.New(dberr.Concurrency, "Could not patch document '%s' because its change vector is %s, but the patch expected %s", cur.ID, cur.ChangeVector, *cv)
 	}
+	if cur == nil {
+		// A conflicted id has no document, but patching "nothing" would
+		// hide the conflict: RavenDB refuses it.
+		conflicted, err := tx.InConflict(c.ID)
+		if err != nil {
+			return res, err
+		}
+		if conflicted {
+			e := dberr.New(dberr.DocumentConflict, "Conflict detected on '%s': its versions must be resolved before it can be patched.", c.ID)
+			e.DocID = c.ID
+			return res, e
+		}
+	}
 	var dbg *PatchDebug
 	env := patch.Env{Deadline: deadline}
 	if spec.Debug {

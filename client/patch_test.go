@@ -99,3 +99,45 @@ func TestIntegrationSessionPatch(t *testing.T) {
 		t.Fatalf("detailed statistics: %+v %v", st, err)
 	}
 }
+
+// Lazy loads wait until a value is asked for, then go in one multi_get.
+func TestIntegrationLazyLoads(t *testing.T) {
+	n := testserver.Start(t)
+	store, log := newStore(t, []string{n.URL})
+	s := store.OpenSession()
+	for _, name := range []string{"a", "b"} {
+		if err := s.StoreWithID(&User{Name: name}, "users/"+name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SaveChanges(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := store.OpenSession()
+	var a, b, c *User
+	la, _ := s2.LazyLoad("users/a", &a)
+	lb, _ := s2.LazyLoad("users/b", &b)
+	lc, _ := s2.LazyLoad("users/c", &c)
+	before := log.total()
+	if found, err := la.Value(); err != nil || !found || a.Name != "a" || a.ID != "users/a" {
+		t.Fatalf("a: %v %v %+v", found, err, a)
+	}
+	if found, err := lb.Value(); err != nil || !found || b.Name != "b" {
+		t.Fatalf("b: %v %v %+v", found, err, b)
+	}
+	if found, err := lc.Value(); err != nil || found || c != nil {
+		t.Fatalf("c: %v %v %+v", found, err, c)
+	}
+	if got := log.total() - before; got != 1 || log.count("POST", "/multi_get") != 1 {
+		t.Fatalf("%d requests for three lazy loads", got)
+	}
+	// Now tracked: no request.
+	var again *User
+	l, _ := s2.LazyLoad("users/a", &again)
+	if found, err := l.Value(); err != nil || !found || again != a {
+		t.Fatalf("tracked: %v %v", found, err)
+	}
+	if log.total()-before != 1 {
+		t.Fatal("a tracked document was requested")
+	}
+}

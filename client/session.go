@@ -53,6 +53,8 @@ type Session struct {
 	// patches are the deferred PATCH commands (Patch, Increment), sent
 	// after the puts by SaveChanges.
 	patches []pendingPatch
+	// lazy are the pending lazy loads (see lazy.go).
+	lazy []*Lazy
 }
 
 // docInfo is a tracked entity.

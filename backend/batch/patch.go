@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -124,15 +125,43 @@ func ParsePatchRequest(raw []byte, what string) (*PatchRequest, error) {
 // compiled are the scripts of one request, each compiled once.
 type compiled map[string]*patch.Script
 
+// maxCachedScripts bounds the compiled scripts kept between requests (a
+// session's increments send the same script again and again; RavenDB keeps
+// 2,048).
+const maxCachedScripts = 512
+
+type scriptKey struct {
+	script string
+	limit  time.Duration
+}
+
+var scriptCache = struct {
+	sync.Mutex
+	m map[scriptKey]*patch.Script
+}{m: map[scriptKey]*patch.Script{}}
+
 func (cs compiled) get(script string, limit time.Duration) (*patch.Script, error) {
 	if s, ok := cs[script]; ok {
 		return s, nil
 	}
-	s, err := patch.Compile(script, "")
-	if err != nil {
-		return nil, err
+	key := scriptKey{script, limit}
+	scriptCache.Lock()
+	s, ok := scriptCache.m[key]
+	scriptCache.Unlock()
+	if !ok {
+		var err error
+		if s, err = patch.Compile(script, ""); err != nil {
+			return nil, err
+		}
+		s.TimeLimit = limit
+		scriptCache.Lock()
+		if len(scriptCache.m) >= maxCachedScripts {
+			// Crude but bounded: start over rather than track recency.
+			clear(scriptCache.m)
+		}
+		scriptCache.m[key] = s
+		scriptCache.Unlock()
 	}
-	s.TimeLimit = limit
 	cs[script] = s
 	return s, nil
 }

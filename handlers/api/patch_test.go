@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // PATCH /docs answers each of RavenDB's statuses the way the npm client's
@@ -114,5 +116,33 @@ func TestMultiGet(t *testing.T) {
 		{name: "too many", method: "POST", url: "/databases/db/multi_get", body: `{"Requests":[` + strings.Repeat(`{"Url":"/databases/db/stats"},`, 1024) + `{"Url":"/databases/db/stats"}]}`, status: 400, errType: "Raven.Client.Exceptions.BadRequestException"},
 		{name: "detailed", method: "GET", url: "/databases/db/stats/detailed", status: 200,
 			contains: []string{`"CountOfDocuments":2`, `"CountOfIdentities":0`, `"CountOfCompareExchange":0`, `"CountOfCompareExchangeTombstones":0`, `"CountOfTimeSeriesDeletedRanges":0`, `"CountOfConflicts":0`, `"DatabaseChangeVector":"A:`}},
+	})
+}
+
+// A patch by query's script may put() and del() other documents too.
+func TestPatchByQueryPutAndDel(t *testing.T) {
+	h := newServer(t)
+	check(t, h, []step{
+		{name: "create", method: "PUT", url: "/admin/databases?name=db", body: `{"DatabaseName":"db"}`, status: 201},
+		{name: "put", method: "POST", url: "/databases/db/bulk_docs", body: `{"Commands":[{"Id":"o/1","Type":"PUT","Document":{"N":1,"@metadata":{"@collection":"Os"}}},{"Id":"o/2","Type":"PUT","Document":{"N":2,"@metadata":{"@collection":"Os"}}},{"Id":"gone/1","Type":"PUT","Document":{}}]}`, status: 201},
+	})
+	rec := do(t, h, step{method: "PATCH", url: "/databases/db/queries?allowStale=false", body: `{"Query":{"Query":"from Os update { put('copies/' + id(this), {N: this.N * 10, '@metadata': {'@collection': 'Copies'}}); del('gone/1'); }"}}`})
+	var op struct{ OperationId int64 }
+	if err := json.Unmarshal(rec.Body.Bytes(), &op); err != nil || op.OperationId == 0 {
+		t.Fatalf("patch by query: %d %s", rec.Code, rec.Body)
+	}
+	for i := 0; ; i++ {
+		st := do(t, h, step{method: "GET", url: "/databases/db/operations/state?id=" + strconv.FormatInt(op.OperationId, 10)})
+		if strings.Contains(st.Body.String(), `"Status":"Completed"`) {
+			break
+		}
+		if i > 200 || strings.Contains(st.Body.String(), `"Status":"Faulted"`) {
+			t.Fatalf("state: %s", st.Body)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	check(t, h, []step{
+		{name: "copy", method: "GET", url: "/databases/db/docs?id=copies%2Fo%2F2", status: 200, contains: []string{`"N":20`, `"@collection":"Copies"`}},
+		{name: "deleted", method: "GET", url: "/databases/db/docs?id=gone%2F1", status: 404},
 	})
 }

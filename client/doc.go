@@ -210,7 +210,20 @@
 // # Maintenance
 //
 // DocumentStore also has CreateDatabase, DeleteDatabase, NextIdentity,
-// SeedIdentity, GetIdentities, GetStatistics and GetCollectionStatistics.
+// SeedIdentity, GetIdentities, GetStatistics, GetDetailedStatistics and
+// GetCollectionStatistics.
 // These take a context; session methods use the session's context
 // (SessionOptions.Context).
+//
+// # Patches and lazy loads
+//
+// Session.Patch(id, "Address.City", v), Increment(id, "Visits", 1) and
+// PatchScript(id, PatchRequest{...}) are JavaScript patches sent with
+// SaveChanges, in its transaction; a tracked entity is updated from the
+// patched document. DocumentStore.Patch patches one document at once and
+// reports Patched, NotModified, Created or DocumentDoesNotExist.
+//
+//	l, _ := s.LazyLoad("users/1", &u)      // nothing sent yet
+//	m, _ := s.LazyLoad("users/2", &v)
+//	found, err := l.Value()                // both loads, one POST multi_get
 package client

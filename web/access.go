@@ -134,6 +134,12 @@ var routeRules = map[string]rule{
 	"GET /databases/:db/debug/identities": dbRead,
 	"GET /databases/:db/stats":            dbRead,
 
+	// Patches, lazy operations (each inner request of a multi_get is
+	// checked again by its own rule) and the detailed statistics.
+	"PATCH /databases/:db/docs":         dbWrite,
+	"POST /databases/:db/multi_get":     dbRead,
+	"GET /databases/:db/stats/detailed": dbRead,
+
 	// Import and export (issue 13): an export reads, an import writes
 	// (documents, index definitions, identities, subscriptions), as in
 	// RavenDB, where both need only the database access.

@@ -143,6 +143,11 @@ type Config struct {
 	// studio's document page checks for being ids of other documents
 	// (studio.DefaultMaxDocReferences when zero; none when negative).
 	MaxDocReferences int
+	// PatchTimeLimit is the time the JavaScript patch scripts of one request
+	// share (patch.DefaultTimeLimit when zero); MaxMultiGet bounds the inner
+	// requests of one multi_get (api.DefaultMaxMultiGet when zero).
+	PatchTimeLimit time.Duration
+	MaxMultiGet    int
 	// IndexCleanupInterval is how often the leader applies the auto-index
 	// cleanup rules. DefaultIndexCleanupInterval.
 	IndexCleanupInterval time.Duration
@@ -471,7 +476,8 @@ func New(cfg Config) (*Server, error) {
 	s.operations = operations.New(operations.Options{Describe: describeError, OnChange: func(operations.Info) { s.hub.Notify("") }})
 	wire := &api.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs,
 		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: sec.wellKnown(), Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize,
-		Indexes: s.idx, Queries: s.queries, Operations: s.operations, Log: cfg.Logger, DumpDir: cfg.DumpDir, Alerts: s.watchers}
+		Indexes: s.idx, Queries: s.queries, Operations: s.operations, Log: cfg.Logger, DumpDir: cfg.DumpDir, Alerts: s.watchers,
+		PatchTimeLimit: cfg.PatchTimeLimit, MaxMultiGet: cfg.MaxMultiGet}
 	if sec.secured {
 		wire.ServerThumbprint = sec.auth.Self
 	}

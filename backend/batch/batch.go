@@ -16,6 +16,7 @@ import (
 	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/patch"
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
@@ -34,6 +35,8 @@ type Command struct {
 	ChangeVector *string
 	Document     document.Parsed
 	hasDocument  bool
+	// Patch is a PATCH command's script and options (see patch.go).
+	Patch *PatchSpec
 }
 
 // MaxCommands bounds the commands of one batch.
@@ -255,6 +258,10 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 			}
 			c.Document = doc
 			c.hasDocument = true
+		case "Patch", "PatchIfMissing", "CreateIfMissing", "ReturnDocument":
+			if err := readPatchField(dec, g, &c, nameTok.String(), i); err != nil {
+				return c, err
+			}
 		default:
 			// OriginalChangeVector, ForceRevisionCreationStrategy and other
 			// fields Rookery does not use.
@@ -275,6 +282,13 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 		if !idSeen || strings.TrimSpace(c.ID) == "" {
 			return c, dberr.New(dberr.BadRequest, "command %d: DELETE requires an Id", i)
 		}
+	case Patch:
+		if !idSeen || strings.TrimSpace(c.ID) == "" {
+			return c, dberr.New(dberr.BadRequest, "command %d: PATCH requires an Id", i)
+		}
+		if c.Patch == nil || c.Patch.Patch == nil {
+			return c, dberr.New(dberr.BadRequest, "command %d: PATCH requires a Patch {Script, Values}", i)
+		}
 	case "":
 		return c, dberr.New(dberr.BadRequest, "command %d has no Type", i)
 	default:
@@ -291,6 +305,8 @@ type Result struct {
 	ChangeVector string
 	LastModified time.Time
 	Deleted      bool
+	// Patch is a PATCH command's outcome.
+	Patch *PatchResult
 }
 
 // Identities takes identity values for a database: unique cluster-wide,
@@ -304,6 +320,20 @@ type Identities interface {
 // one step through ident, and their documents must be new: if one appeared
 // meanwhile the batch fails with a concurrency error instead of overwriting.
 func Execute(ctx context.Context, db *storage.DB, ident Identities, cmds []Command) ([]Result, error) {
+	return ExecuteWith(ctx, db, ident, cmds, Options{})
+}
+
+// ExecuteWith is Execute with options. PATCH commands run their scripts
+// inside the same transaction: a later command's failure undoes them too.
+func ExecuteWith(ctx context.Context, db *storage.DB, ident Identities, cmds []Command, o Options) ([]Result, error) {
+	limit := o.PatchTimeLimit
+	if limit <= 0 {
+		limit = patch.DefaultTimeLimit
+	}
+	scripts, err := compilePatches(cmds, limit)
+	if err != nil {
+		return nil, err
+	}
 	var prefixes []string
 	var at []int
 	for i, c := range cmds {
@@ -329,8 +359,13 @@ func Execute(ctx context.Context, db *storage.DB, ident Identities, cmds []Comma
 		}
 	}
 	var results []Result
-	err := db.Write(ctx, func(tx *storage.Tx) error {
+	var deadline time.Time
+	err = db.Write(ctx, func(tx *storage.Tx) error {
 		results = make([]Result, len(cmds))
+		if deadline.IsZero() {
+			// The scripts' shared budget starts when the batch runs.
+			deadline = time.Now().Add(limit)
+		}
 		empty := ""
 		for i, c := range cmds {
 			switch c.Type {
@@ -350,13 +385,22 @@ func Execute(ctx context.Context, db *storage.DB, ident Identities, cmds []Comma
 					return err
 				}
 				results[i] = Result{Type: Delete, ID: info.ID, ChangeVector: info.ChangeVector, Deleted: deleted}
+			case Patch:
+				r, err := runPatch(tx, c, scripts, limit, deadline)
+				if err != nil {
+					return err
+				}
+				results[i] = r
 			default:
 				return errors.New("unreachable: unknown command type")
 			}
 		}
+		if o.DryRun {
+			return errDryRun
+		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !(o.DryRun && errors.Is(err, errDryRun)) {
 		return nil, err
 	}
 	return results, nil

@@ -88,6 +88,15 @@ type API struct {
 	// /admin/notifications unavailable.
 	Alerts alerts.Center
 
+	// PatchTimeLimit is the time the patch scripts of one request share
+	// (--patch-time-limit; patch.DefaultTimeLimit when zero).
+	PatchTimeLimit time.Duration
+	// MaxMultiGet bounds the inner requests of one multi_get
+	// (--max-multi-get; DefaultMaxMultiGet when zero).
+	MaxMultiGet int
+	// router dispatches multi_get's inner requests (set by Register).
+	router *echo.Echo
+
 	// proposed are the tags nextTag handed out in the last minute, so nodes
 	// started together (asking before either joined) get different ones.
 	proposedMu sync.Mutex
@@ -126,6 +135,7 @@ func (a *API) Register(e *echo.Echo) {
 	g.HEAD("/docs", a.headDoc)
 	g.PUT("/docs", a.putDoc)
 	g.DELETE("/docs", a.deleteDoc)
+	a.registerPatch(e, g)
 	g.POST("/bulk_docs", a.bulkDocs)
 	g.GET("/hilo/next", a.hiloNext)
 	g.PUT("/hilo/return", a.hiloReturn)

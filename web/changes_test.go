@@ -180,8 +180,11 @@ func TestChangesSlowConsumerDroppedWritesUnaffected(t *testing.T) {
 		written += 200
 	}
 	t.Logf("dropped after %d documents; slowest write %v", written, worst)
-	if worst > time.Second {
-		t.Errorf("a write took %v", worst)
+	// A write that waited for the stalled socket would take the write
+	// deadline (30 s); the bound is loose for busy machines and the race
+	// detector.
+	if limit := time.Duration(1+4*(scale-1)/7) * time.Second; worst > limit {
+		t.Errorf("a write took %v (limit %v)", worst, limit)
 	}
 	// Reading again: what was in flight, then the close with the reason.
 	var err error

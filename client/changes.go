@@ -98,10 +98,18 @@ func (s *DocumentStore) Changes(ctx context.Context, database string) (*Changes,
 	if err := e.ensureTopology(ctx); err != nil {
 		return nil, err
 	}
+	hc := e.http
+	if hc.Timeout > 0 {
+		// The websocket library refuses a client with an overall timeout:
+		// the connection is meant to stay open. ctx bounds the opening.
+		c := *hc
+		c.Timeout = 0
+		hc = &c
+	}
 	var errs []error
 	for _, n := range e.Topology().Nodes {
 		u := "ws" + strings.TrimPrefix(n.URL, "http") + "/databases/" + e.database + "/changes"
-		conn, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: e.http})
+		conn, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: hc})
 		if err == nil {
 			return newChanges(conn), nil
 		}

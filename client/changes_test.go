@@ -214,3 +214,42 @@ func TestChangesForOperationAndClose(t *testing.T) {
 		t.Fatal("a missing database's changes opened")
 	}
 }
+
+// Over TLS the connection presents the store's certificate; a store with
+// none is refused with an authorization error.
+func TestChangesSecured(t *testing.T) {
+	n := testserver.Start(t, testserver.Options{Secured: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const db = "securedchanges"
+	store := NewDocumentStoreWithConventions([]string{n.URL}, db, securedConventions(t, n, n.Certs.Admin.PEM))
+	defer store.Close()
+	if err := store.CreateDatabase(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := store.Changes(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	sub, err := ch.ForDocument(ctx, "readings/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := store.OpenSession()
+	if err := s.StoreWithID(&Reading{Seq: 1}, "readings/1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveChanges(); err != nil {
+		t.Fatal(err)
+	}
+	if d := recv(t, sub, "secured"); d.ID != "readings/1" {
+		t.Fatalf("got %+v", d)
+	}
+	conv := securedConventions(t, n, "")
+	anon := NewDocumentStoreWithConventions([]string{n.URL}, db, conv)
+	defer anon.Close()
+	if _, err := anon.Changes(ctx, ""); !errors.Is(err, ErrAuthorization) {
+		t.Fatalf("without a certificate: %v", err)
+	}
+}

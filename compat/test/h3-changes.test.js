@@ -160,7 +160,7 @@ describe("H3 Changes API", () => {
         const base = cmd.result;
         assert.equal(typeof base, "number");
         const byId = [];
-        for (let i = 1; i <= 4; i++) {
+        for (let i = 1; i <= 16; i++) { // other test files may start operations meanwhile
             const obs = changes.forOperationId(base + i);
             byId.push({ id: base + i, c: collect(obs) });
             await obs.ensureSubscribedNow();
@@ -173,7 +173,7 @@ describe("H3 Changes API", () => {
         const op = await writer.operations.send(new DeleteByQueryOperation(iq));
         await op.waitForCompletion();
         const mine = byId.find(x => x.id === op.id);
-        assert.ok(mine, `operation ${op.id} is within ${base + 1}..${base + 4}`);
+        assert.ok(mine, `operation ${op.id} is within ${base + 1}..${base + 16}`);
         const done = await mine.c.waitFor("Completed", v => v.state && v.state.status === "Completed");
         assert.equal(done.operationId, op.id, "OperationId is a number");
         assert.equal(done.state.result.total, 1);
@@ -292,7 +292,8 @@ describe("H3 Changes API: a slow consumer", () => {
             written += 100;
         }
         assert.equal(await droppedSlow(), 1, `the slow socket was dropped (after ${written} documents)`);
-        assert.ok(worst < 1000, `every write under 1 s (worst ${worst} ms over ${written} documents)`);
+        // A write that waited for the stalled socket would take the server's write deadline (30 s).
+        assert.ok(worst < 2000, `every write under 2 s (worst ${worst} ms over ${written} documents)`);
         // Once it reads again it finds what was in flight, then the close frame with the reason.
         slow.resume();
         const { code, reason } = await closed;

@@ -64,11 +64,10 @@ func (s *Server) serveChanges(c echo.Context) error {
 	// every subscriber (DropAll), which closes the socket below.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(c.Request().Context()))
 	defer cancel()
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		s.readChangeCommands(ctx, conn, sub)
-	}()
+	// The reader ends with the socket (false), or after a bad command
+	// (true): then the Error and the close frame are still to be written.
+	readDone := make(chan bool, 1)
+	go func() { readDone <- s.readChangeCommands(ctx, conn, sub) }()
 	sub.Send(supportedFeatures)
 	req := c.Request()
 	tick := time.NewTicker(time.Second)
@@ -77,8 +76,12 @@ func (s *Server) serveChanges(c echo.Context) error {
 	var frame bytes.Buffer
 	for {
 		select {
-		case <-readDone:
-			return nil
+		case failed := <-readDone:
+			if !failed {
+				return nil
+			}
+			readDone = nil // Take hands out the Error, then the close
+			continue
 		case <-tick.C:
 			if time.Since(lastAuth) >= time.Second {
 				lastAuth = time.Now()
@@ -129,20 +132,20 @@ func (s *Server) serveChanges(c echo.Context) error {
 // each is confirmed ({"CommandId":n,"Type":"Confirm"}) in order with the
 // notifications; a command the server cannot have gets an Error message
 // and the socket is closed, as RavenDB does.
-func (s *Server) readChangeCommands(ctx context.Context, conn *websocket.Conn, sub *changes.Sub) {
+func (s *Server) readChangeCommands(ctx context.Context, conn *websocket.Conn, sub *changes.Sub) (failed bool) {
 	for {
 		_, data, err := conn.Read(ctx)
 		if err != nil {
-			return
+			return false
 		}
 		var cmd changeCommand
 		if err := json.Unmarshal(data, &cmd); err != nil {
 			s.changeError(sub, "Could not parse the command: "+err.Error())
-			return
+			return true
 		}
 		if err := sub.Apply(cmd.Command, cmd.Param, cmd.Params); err != nil {
 			s.changeError(sub, err.Error())
-			return
+			return true
 		}
 		b, _ := json.Marshal(struct {
 			CommandID int64 `json:"CommandId"`

@@ -274,3 +274,35 @@ func TestChangesDatabaseDeleted(t *testing.T) {
 		t.Fatalf("a deleted database's socket: %v %v", err, resp)
 	}
 }
+
+// A command the server cannot have gets RavenDB's Error message, then the
+// close (1008), every time: the reader's end must not cut the writer short.
+func TestChangesBadCommandErrorThenClose(t *testing.T) {
+	_, base := startNode(t)
+	createDB(t, base, "shop")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 10 {
+		c := dialChanges(t, ctx, wsURL(base, "shop"), nil, true)
+		c.next()
+		c.send(1, []string{"frobnicate", "watch-operation", "watch-doc"}[i%3], "x y")
+		if i%3 == 2 {
+			c.send(2, "watch-doc", nil) // no Param
+		}
+		var m map[string]any
+		for m == nil || m["Type"] == "Confirm" {
+			m = c.next()
+		}
+		if m["Type"] != "Error" || m["Exception"] == "" {
+			t.Fatalf("round %d: got %v", i, m)
+		}
+		select {
+		case err := <-c.err:
+			if websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+				t.Fatalf("round %d: closed with %v", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: still open", i)
+		}
+	}
+}

@@ -119,6 +119,9 @@ func (s *Server) serveChanges(c echo.Context) error {
 		wctx, wcancel := context.WithTimeout(ctx, changesWriteTimeout)
 		err := conn.Write(wctx, websocket.MessageText, frame.Bytes())
 		wcancel()
+		if frame.Cap() > 64<<10 {
+			frame = bytes.Buffer{} // an idle socket keeps no large buffer
+		}
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 				s.log.Debug("changes: write failed", "database", name, "error", err)

@@ -69,6 +69,14 @@ func (c *changesConn) next() map[string]any {
 	case m := <-c.msgs:
 		return m
 	case err := <-c.err:
+		// The reader queues a frame's messages before its end: they come
+		// first.
+		select {
+		case m := <-c.msgs:
+			c.err <- err
+			return m
+		default:
+		}
 		c.t.Fatalf("socket ended: %v", err)
 	case <-time.After(10 * time.Second):
 		c.t.Fatal("no message within 10 s")

@@ -552,6 +552,9 @@ func (s *Server) watch() {
 		if ev.DB != nil {
 			s.watchDB(ev.DB)
 		}
+		if ev.Type == "damaged" {
+			s.changes.DropDatabase(ev.Name, "database damaged")
+		}
 		if ev.Type == "deleted" {
 			if err := s.indexes.CloseDatabase(ev.Name); err != nil {
 				s.log.Warn("closing a deleted database's indexes", "database", ev.Name, "error", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,10 +17,11 @@ import (
 // changesConn is a test's Changes socket: it reads frames (JSON arrays of
 // messages) into msgs.
 type changesConn struct {
-	t    *testing.T
-	conn *websocket.Conn
-	msgs chan map[string]any
-	err  chan error
+	t      *testing.T
+	conn   *websocket.Conn
+	msgs   chan map[string]any
+	err    chan error
+	frames atomic.Int64
 }
 
 func dialChanges(t *testing.T, ctx context.Context, url string, opts *websocket.DialOptions, read bool) *changesConn {
@@ -49,6 +51,7 @@ func (c *changesConn) readLoop(ctx context.Context) {
 			c.err <- fmt.Errorf("frame %s: %w", data, err)
 			return
 		}
+		c.frames.Add(1)
 		for _, m := range frame {
 			c.msgs <- m
 		}
@@ -312,5 +315,38 @@ func TestChangesBadCommandErrorThenClose(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("round %d: still open", i)
 		}
+	}
+}
+
+// Notifications are batched: a commit of 3,000 documents reaches a
+// subscriber in a few frames (JSON arrays of at most about 1 MiB), not
+// 3,000.
+func TestChangesBatchesFrames(t *testing.T) {
+	_, base := startNode(t)
+	createDB(t, base, "shop")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := dialChanges(t, ctx, wsURL(base, "shop"), nil, true)
+	c.next()
+	c.send(1, "watch-docs", nil)
+	c.next()
+	before := c.frames.Load()
+	var b strings.Builder
+	b.WriteString(`{"Commands":[`)
+	for i := range 3000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"Id":"items/%d","Type":"PUT","Document":{"@metadata":{"@collection":"Items"}}}`, i)
+	}
+	b.WriteString(`]}`)
+	post(t, base+"/databases/shop/bulk_docs", b.String())
+	for i := range 3000 {
+		if m := c.next(); m["Value"].(map[string]any)["Id"] != fmt.Sprintf("items/%d", i) {
+			t.Fatalf("notification %d: %v", i, m)
+		}
+	}
+	if n := c.frames.Load() - before; n > 3 {
+		t.Fatalf("3000 notifications of one commit came in %d frames", n)
 	}
 }

@@ -50,31 +50,32 @@ import (
 )
 
 type config struct {
-	docs        int           // documents per bulk-insert run
-	batch       int           // documents per bulk_docs request / SQLite transaction
-	rounds      int           // interleaved bulk-insert rounds
-	hiloIDs     int           // ids generated through the Go client
-	identSingle int           // identity ids taken one request each
-	identBatch  int           // identity ids taken in batches
-	probeNs     []int         // existing-document counts for the probe measurement
-	studioDocs  int           // documents in the collection behind the studio pages (0 skips)
-	liveIdle    time.Duration // studio: how long each idle live tab is measured (0 skips)
-	conflicts   int           // conflicted documents for the resolution measurements (0 skips)
-	lagRate     int           // replication lag: writes/s over 3 nodes (0 skips the section)
-	lagFor      time.Duration // replication lag: how long to write
-	catchUp     int           // replication catch-up: documents written while the link is cut
-	subDocs     int           // documents delivered through a subscription (0 skips)
-	handshakes  int           // tls: requests per new-connection measurement (0 skips it)
-	tlsDocs     int           // tls: documents per bulk-insert round (0 skips the bulk comparison)
-	tlsRounds   int           // tls: interleaved bulk-insert rounds
-	indexDocs   int           // indexes: documents in the indexed collection (0 skips)
-	smugDocs    int           // smuggler: documents exported and imported (0 skips)
-	refDocs     int           // indexes: documents referencing one document (LoadDocument)
-	// changes: subscribers, writes/s, time per round, rounds (0 subscribers skips)
+	docs        int             // documents per bulk-insert run
+	batch       int             // documents per bulk_docs request / SQLite transaction
+	rounds      int             // interleaved bulk-insert rounds
+	hiloIDs     int             // ids generated through the Go client
+	identSingle int             // identity ids taken one request each
+	identBatch  int             // identity ids taken in batches
+	probeNs     []int           // existing-document counts for the probe measurement
+	studioDocs  int             // documents in the collection behind the studio pages (0 skips)
+	liveIdle    time.Duration   // studio: how long each idle live tab is measured (0 skips)
+	conflicts   int             // conflicted documents for the resolution measurements (0 skips)
+	lagRate     int             // replication lag: writes/s over 3 nodes (0 skips the section)
+	lagFor      time.Duration   // replication lag: how long to write
+	catchUp     int             // replication catch-up: documents written while the link is cut
+	subDocs     int             // documents delivered through a subscription (0 skips)
+	handshakes  int             // tls: requests per new-connection measurement (0 skips it)
+	tlsDocs     int             // tls: documents per bulk-insert round (0 skips the bulk comparison)
+	tlsRounds   int             // tls: interleaved bulk-insert rounds
+	indexDocs   int             // indexes: documents in the indexed collection (0 skips)
+	smugDocs    int             // smuggler: documents exported and imported (0 skips)
+	refDocs     int             // indexes: documents referencing one document (LoadDocument)
+	only        map[string]bool // sections to run; all when empty
+	dir         string
+
+	// changes: subscribers, writes/s, rounds, time per round (0 subscribers skips)
 	changesSubs, changesRate, changesRounds int
 	changesFor                              time.Duration
-	only                                    map[string]bool // sections to run; all when empty
-	dir                                     string
 }
 
 func main() {

@@ -194,6 +194,7 @@ var routeRules = map[string]rule{
 	// Replication and conflicts.
 	"GET /databases/:db/replication":                              nodeOnly,
 	"GET /databases/:db/replication/stats":                        dbRead,
+	"GET /databases/:db/changes":                                  dbRead, // the Changes API websocket
 	"GET /databases/:db/replication/conflicts":                    dbRead,
 	"GET /databases/:db/replication/conflicts/solver":             dbRead,
 	"GET /databases/:db/studio-tasks/suggest-conflict-resolution": dbRead,

@@ -72,9 +72,20 @@ type config struct {
 	refDocs     int             // indexes: documents referencing one document (LoadDocument)
 	only        map[string]bool // sections to run; all when empty
 	dir         string
+
+	// changes: subscribers, writes/s, rounds, time per round (0 subscribers skips)
+	changesSubs, changesRate, changesRounds int
+	changesFor                              time.Duration
 }
 
 func main() {
+	if spec := os.Getenv(changesChildEnv); spec != "" {
+		if err := changesChild(spec, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench changes child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var c config
 	quick := flag.Bool("quick", false, "small sizes (a smoke run)")
 	flag.IntVar(&c.docs, "docs", 100_000, "documents per bulk-insert run")
@@ -97,6 +108,10 @@ func main() {
 	flag.IntVar(&c.indexDocs, "index-docs", 1_000_000, "indexes: documents in the indexed collection (0 skips the section)")
 	flag.IntVar(&c.smugDocs, "smuggler-docs", 1_000_000, "smuggler: documents exported and imported (0 skips the section)")
 	flag.IntVar(&c.refDocs, "ref-docs", 10_000, "indexes: documents referencing one document for the LoadDocument measurement")
+	flag.IntVar(&c.changesSubs, "changes-subs", 100, "changes: Changes API subscribers, in a child process (0 skips the section)")
+	flag.IntVar(&c.changesRate, "changes-rate", 1000, "changes: document writes per second")
+	flag.DurationVar(&c.changesFor, "changes-for", 5*time.Second, "changes: how long each round writes")
+	flag.IntVar(&c.changesRounds, "changes-rounds", 4, "changes: rounds, each with and without subscribers (order alternating)")
 	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	only := flag.String("only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
@@ -131,6 +146,10 @@ func main() {
 			"tls-docs":          func() { c.tlsDocs = 2000 },
 			"tls-rounds":        func() { c.tlsRounds = 2 },
 			"index-docs":        func() { c.indexDocs = 20_000 },
+			"changes-subs":      func() { c.changesSubs = 20 },
+			"changes-rate":      func() { c.changesRate = 200 },
+			"changes-for":       func() { c.changesFor = time.Second },
+			"changes-rounds":    func() { c.changesRounds = 2 },
 		}
 		for name, apply := range quickDefaults {
 			if !set[name] {
@@ -167,7 +186,7 @@ func main() {
 }
 
 // sections are the report's parts, for -only.
-var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler"}
+var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler", "changes"}
 
 // runs tells whether a section is part of this run.
 func (c config) runs(section string) bool { return len(c.only) == 0 || c.only[section] }
@@ -274,6 +293,11 @@ func run(c config, out io.Writer) error {
 
 	if c.runs("indexes") && c.indexDocs > 0 {
 		if err := indexesBench(out, c.dir, c.indexDocs, c.refDocs); err != nil {
+			return err
+		}
+	}
+	if c.runs("changes") && c.changesSubs > 0 && c.changesRate > 0 && c.changesFor > 0 {
+		if err := changesBench(out, url, c.changesSubs, c.changesRate, c.changesFor, max(c.changesRounds, 1)); err != nil {
 			return err
 		}
 	}

@@ -11,8 +11,8 @@ import (
 // connection after commits, at most every checkpointEvery, so the writer
 // does not copy WAL pages into the file while every queued write waits.
 const (
-	writerAutoCheckpoint = 16384   // pages (64 MiB at 4 KiB pages)
-	writerCacheKiB       = 32768   // the writer's page cache, KiB
+	writerAutoCheckpoint = 16384 // pages (64 MiB at 4 KiB pages)
+	writerCacheKiB       = 32768 // the writer's page cache, KiB
 	checkpointEvery      = 200 * time.Millisecond
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -44,6 +45,14 @@ func (a *API) bulkInsert(c echo.Context) error {
 			return err
 		}
 	}
+	// The npm client keeps its request body open after the closing "]"
+	// and waits for the answer: answer without reading to the end of the
+	// body (full duplex: net/http would otherwise try to drain it before
+	// sending the headers) and close the connection afterwards.
+	if err := http.NewResponseController(c.Response().Writer).EnableFullDuplex(); err != nil {
+		slog.Warn("bulk insert: full duplex is not available on this connection", "err", err)
+	}
+	c.Response().Header().Set(echo.HeaderConnection, "close")
 	var body io.Reader = c.Request().Body
 	switch enc := strings.ToLower(strings.TrimSpace(c.Request().Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
@@ -69,7 +78,7 @@ func (a *API) bulkInsert(c echo.Context) error {
 		p.Set(bulkinsert.Progress{})
 		res, err := bulkinsert.Run(jctx, db, body, opts, func(pr bulkinsert.Progress) { p.Set(pr) })
 		if err != nil && ctx.Err() == nil && reqCtx.Err() != nil {
-			err = dberr.New(dberr.BadRequest, "Bulk insert: the client closed the connection after %d documents were stored", res.Processed)
+			err = dberr.New(dberr.BadRequest, "Bulk insert: the client closed the connection after %d documents were stored (%v)", res.Processed, err)
 		}
 		runErr = err
 		if err != nil {

@@ -329,4 +329,3 @@ func lastLine(b []byte) string {
 	}
 	return s
 }
-

@@ -236,7 +236,7 @@ func startPostgres() (string, func(), error) {
 		return "", nil, err
 	}
 	// PostgreSQL refuses to run as root: run it as the postgres user.
-	var prefix []string
+	var cred *syscall.Credential
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -249,43 +249,38 @@ func startPostgres() (string, func(), error) {
 				return "", nil, err
 			}
 		}
-		prefix = []string{"runuser", "-u", "postgres", "--"}
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
 	command := func(name string, args ...string) *exec.Cmd {
-		all := append(append([]string{}, prefix...), append([]string{filepath.Join(bin, name)}, args...)...)
-		return exec.Command(all[0], all[1:]...)
+		cmd := exec.Command(filepath.Join(bin, name), args...)
+		cmd.Dir = dir
+		// Its own process group (the terminal's interrupt reaches the
+		// bench, which stops it), as the postgres user when we are root.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+		return cmd
 	}
-	if b, err := command("initdb", "-D", data, "-U", "postgres", "-A", "trust", "--no-sync").CombinedOutput(); err != nil {
-		return "", nil, fmt.Errorf("initdb: %v: %s", err, lastLine(b))
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	srv := command("postgres", "-D", data, "-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1",
-		"-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "shared_buffers=256MB", "-c", "max_wal_size=4GB")
-	var logBuf bytes.Buffer
-	srv.Stdout, srv.Stderr = &logBuf, &logBuf
-	srv.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // an interrupt of the bench reaches us, not it
-	if err := srv.Start(); err != nil {
-		return "", nil, err
-	}
-	exited := make(chan struct{})
-	go func() { _ = srv.Wait(); close(exited) }()
+	// From here on an interrupt stops whatever runs (initdb, then the
+	// server) and removes the directory before the bench exits.
+	var mu sync.Mutex
+	var running *exec.Cmd
+	var exited chan struct{}
 	var once sync.Once
 	sigs := make(chan os.Signal, 1)
 	stop := func() {
 		once.Do(func() {
 			signal.Stop(sigs)
-			// SIGINT is PostgreSQL's fast shutdown.
-			_ = syscall.Kill(-srv.Process.Pid, syscall.SIGINT)
-			select {
-			case <-exited:
-			case <-time.After(20 * time.Second):
-				_ = syscall.Kill(-srv.Process.Pid, syscall.SIGKILL)
-				<-exited
+			mu.Lock()
+			cmd, ex := running, exited
+			mu.Unlock()
+			if cmd != nil && cmd.Process != nil {
+				// SIGINT is PostgreSQL's fast shutdown.
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+				select {
+				case <-ex:
+				case <-time.After(20 * time.Second):
+					_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+					<-ex
+				}
 			}
 			_ = os.RemoveAll(dir)
 		})
@@ -294,10 +289,53 @@ func startPostgres() (string, func(), error) {
 	go func() {
 		if _, ok := <-sigs; ok {
 			stop()
-			fmt.Fprintln(os.Stderr, "bench: interrupted; the throwaway PostgreSQL is stopped")
+			fmt.Fprintln(os.Stderr, "bench: interrupted; the throwaway PostgreSQL is stopped and removed")
 			os.Exit(1)
 		}
 	}()
+	var logBuf bytes.Buffer
+	launch := func(cmd *exec.Cmd) error {
+		cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
+		mu.Lock()
+		defer mu.Unlock()
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		ex := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(ex) }()
+		running, exited = cmd, ex
+		return nil
+	}
+	initdb := command("initdb", "-D", data, "-U", "postgres", "-A", "trust", "--no-sync")
+	if err := launch(initdb); err != nil {
+		stop()
+		return "", nil, err
+	}
+	mu.Lock()
+	ex := exited
+	mu.Unlock()
+	<-ex
+	if !initdb.ProcessState.Success() {
+		stop()
+		return "", nil, fmt.Errorf("initdb: %s", lastLine(logBuf.Bytes()))
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		stop()
+		return "", nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	logBuf.Reset()
+	srv := command("postgres", "-D", data, "-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1",
+		"-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "shared_buffers=256MB", "-c", "max_wal_size=4GB")
+	if err := launch(srv); err != nil {
+		stop()
+		return "", nil, err
+	}
+	mu.Lock()
+	ex = exited
+	mu.Unlock()
 	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -309,7 +347,7 @@ func startPostgres() (string, func(), error) {
 			return dsn, stop, nil
 		}
 		select {
-		case <-exited:
+		case <-ex:
 			stop()
 			return "", nil, fmt.Errorf("postgres exited: %s", lastLine(logBuf.Bytes()))
 		default:

@@ -141,6 +141,26 @@ func TestBulkInsertOverHTTP(t *testing.T) {
 		t.Fatalf("users/19500 after the overwrite: %d %s", code, b)
 	}
 
+	// skipOverwriteIfUnchanged: the same documents again change nothing
+	// (no new etags); a changed one is written.
+	_, sb := bulkReq(t, "GET", n.URL+"/databases/bulk/stats", nil, nil)
+	var before struct{ LastDocEtag int64 }
+	_ = json.Unmarshal(sb, &before)
+	same := bulkBody(0, 100, -1)
+	id = nextOpID(t, n.URL)
+	if code, b := bulkReq(t, "POST", fmt.Sprintf("%s/databases/bulk/bulk_insert?id=%d&skipOverwriteIfUnchanged=true", n.URL, id), bytes.NewReader(same), nil); code != 201 {
+		t.Fatalf("skip bulk insert: %d %s", code, b)
+	}
+	_, sb = bulkReq(t, "GET", n.URL+"/databases/bulk/stats", nil, nil)
+	var after struct{ LastDocEtag int64 }
+	_ = json.Unmarshal(sb, &after)
+	if before.LastDocEtag == 0 || after.LastDocEtag != before.LastDocEtag {
+		t.Fatalf("unchanged documents were rewritten: last etag %d -> %d", before.LastDocEtag, after.LastDocEtag)
+	}
+	if st := readState(t, n.URL, id); st.Result["Skipped"] != float64(100) {
+		t.Fatalf("skip state: %+v", st)
+	}
+
 	// A bad id in the middle (array element 12346: a heartbeat came first): the error comes back in the envelope, the
 	// operation is Faulted with it, and everything before it is stored.
 	id = nextOpID(t, n.URL)

@@ -58,11 +58,11 @@ type Options struct {
 
 // Progress is what the operation reports (the client's BulkInsertProgress).
 type Progress struct {
-	Total                int64  // commands read (documents and heartbeats excluded: documents only)
-	Processed            int64  // documents committed
+	Total                int64  // documents read from the stream so far
+	Processed            int64  // documents committed (skipped ones included)
 	BatchCount           int64  // transactions committed
-	LastProcessedId      string //nolint:revive // the wire name
-	DocumentsProcessed   int64
+	LastProcessedId      string // the last document of the last committed batch (RavenDB's spelling)
+	DocumentsProcessed   int64  // = Processed
 	AttachmentsProcessed int64
 	CountersProcessed    int64
 	TimeSeriesProcessed  int64

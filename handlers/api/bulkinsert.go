@@ -78,7 +78,7 @@ func (a *API) bulkInsert(c echo.Context) error {
 		p.Set(bulkinsert.Progress{})
 		res, err := bulkinsert.Run(jctx, db, body, opts, func(pr bulkinsert.Progress) { p.Set(pr) })
 		if err != nil && ctx.Err() == nil && reqCtx.Err() != nil {
-			err = dberr.New(dberr.BadRequest, "Bulk insert: the client closed the connection after %d documents were stored (%v)", res.Processed, err)
+			err = dberr.New(dberr.BadRequest, "Bulk insert: the client closed the connection after %d documents were stored", res.Processed)
 		}
 		runErr = err
 		if err != nil {

@@ -127,6 +127,7 @@ var routeRules = map[string]rule{
 	"PUT /databases/:db/docs":             dbWrite,
 	"DELETE /databases/:db/docs":          dbWrite,
 	"POST /databases/:db/bulk_docs":       dbWrite,
+	"POST /databases/:db/bulk_insert":     dbWrite,
 	"GET /databases/:db/hilo/next":        dbWrite,
 	"PUT /databases/:db/hilo/return":      dbWrite,
 	"POST /databases/:db/identity/next":   dbWrite,

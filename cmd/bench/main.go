@@ -70,6 +70,7 @@ type config struct {
 	indexDocs   int             // indexes: documents in the indexed collection (0 skips)
 	smugDocs    int             // smuggler: documents exported and imported (0 skips)
 	refDocs     int             // indexes: documents referencing one document (LoadDocument)
+	pg          string          // bulkinsert: a PostgreSQL DSN, "auto" (a throwaway server) or "" (skip)
 	only        map[string]bool // sections to run; all when empty
 	dir         string
 
@@ -112,6 +113,7 @@ func main() {
 	flag.IntVar(&c.changesRate, "changes-rate", 1000, "changes: document writes per second")
 	flag.DurationVar(&c.changesFor, "changes-for", 5*time.Second, "changes: how long each round writes")
 	flag.IntVar(&c.changesRounds, "changes-rounds", 4, "changes: rounds, each with and without subscribers (order alternating)")
+	flag.StringVar(&c.pg, "pg", "", "bulkinsert section: a PostgreSQL DSN to compare with, or auto (a throwaway server from Debian's postgresql package)")
 	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	only := flag.String("only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
@@ -186,7 +188,7 @@ func main() {
 }
 
 // sections are the report's parts, for -only.
-var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler", "changes"}
+var sections = []string{"bulk", "bulkinsert", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler", "changes"}
 
 // runs tells whether a section is part of this run.
 func (c config) runs(section string) bool { return len(c.only) == 0 || c.only[section] }
@@ -210,6 +212,12 @@ func run(c config, out io.Writer) error {
 
 	if c.runs("bulk") {
 		if err := bulk(out, c, url); err != nil {
+			return err
+		}
+	}
+
+	if c.runs("bulkinsert") {
+		if err := bulkInsertSection(out, c, url); err != nil {
 			return err
 		}
 	}

@@ -137,6 +137,7 @@ func (a *API) Register(e *echo.Echo) {
 	g.DELETE("/docs", a.deleteDoc)
 	a.registerPatch(e, g)
 	g.POST("/bulk_docs", a.bulkDocs)
+	a.registerBulkInsert(g)
 	g.GET("/hilo/next", a.hiloNext)
 	g.PUT("/hilo/return", a.hiloReturn)
 	g.POST("/identity/next", a.identityNext)

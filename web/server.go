@@ -28,6 +28,7 @@ import (
 	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/cluster"
+	"github.com/rookerydb/rookery/backend/clustertx"
 	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/history"
@@ -127,6 +128,8 @@ type Config struct {
 	// MaxDocumentSize is the largest document a client may store, in bytes
 	// of its JSON. DefaultMaxDocumentSize.
 	MaxDocumentSize int64
+	// MaxCmpXchgValueSize bounds a compare-exchange value (1 MiB when 0).
+	MaxCmpXchgValueSize int64
 	// MaxImportSize is the largest dump an import request may send (POST
 	// …/smuggler/import; those requests are not held to MaxRequestBody).
 	// DefaultMaxImportSize.
@@ -275,6 +278,8 @@ func RaftAddrFor(httpAddr string) string {
 
 // Server is one Rookery node.
 type Server struct {
+	clusterTx *clustertx.Applier // cmpxchg.go
+
 	cfg     Config
 	echo    *echo.Echo
 	http    *http.Server
@@ -471,7 +476,8 @@ func New(cfg Config) (*Server, error) {
 	s.operations = operations.New(operations.Options{Describe: describeError, OnChange: func(operations.Info) { s.hub.Notify("") }})
 	wire := &api.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs,
 		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: sec.wellKnown(), Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize,
-		Indexes: s.idx, Queries: s.queries, Operations: s.operations, Log: cfg.Logger, DumpDir: cfg.DumpDir, Alerts: s.watchers}
+		Indexes: s.idx, Queries: s.queries, Operations: s.operations, Log: cfg.Logger, DumpDir: cfg.DumpDir, Alerts: s.watchers,
+		MaxCmpXchgValueSize: cfg.MaxCmpXchgValueSize, ClusterTx: s.clusterTxApplier()}
 	if sec.secured {
 		wire.ServerThumbprint = sec.auth.Self
 	}
@@ -567,6 +573,7 @@ func (s *Server) watch() {
 	go s.tick()
 	go s.reconcile()
 	go s.reconcileSubscriptions()
+	go s.clusterTx.Run(s.stop)
 }
 
 func (s *Server) watchDB(db *storage.DB) {

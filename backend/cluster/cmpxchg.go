@@ -339,7 +339,9 @@ func applyCmpXchgOnce(st *state, s *CmpXchgState, c *Command, index uint64) Resu
 	if !x.NoGuards {
 		for _, d := range x.Docs {
 			g := s.Values[cmpXchgKey(c.Name, AtomicGuardPrefix+d.ID)]
-			if g != nil && !guardPasses(g, d.Guard) {
+			// A delete that names no version is unconditional, as outside
+			// cluster transactions.
+			if g != nil && !(d.Delete && d.Guard == 0) && !guardPasses(g, d.Guard) {
 				problems = append(problems, fmt.Sprintf("Guard compare exchange value '%s%s' has index %d, but the document was written with index %d", AtomicGuardPrefix, strings.ToLower(d.ID), g.Index, d.Guard))
 			}
 		}

@@ -220,7 +220,7 @@ func init() {
 				return dberr.New(dberr.BadRequest, "compare exchange key '%s' appears twice in one transaction", names.Clip(op.Key, 80))
 			}
 			seen[k] = true
-			if op.Delete != (c.Op == opCmpXchgDelete) && c.Op != opClusterTx {
+			if (c.Op == opCmpXchgPut || c.Op == opCmpXchgDelete) && op.Delete != (c.Op == opCmpXchgDelete) {
 				return dberr.New(dberr.BadRequest, "invalid cluster command %q: put or delete", c.Op)
 			}
 			if !op.Delete {

@@ -377,7 +377,7 @@ func without(list []string, tag string) []string {
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	b, err := json.Marshal(f.st)
+	b, err := marshalExact(f.st)
 	if err != nil {
 		return nil, err
 	}

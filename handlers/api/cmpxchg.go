@@ -18,18 +18,14 @@ import (
 )
 
 // DefaultMaxCmpXchgValueSize is --max-cmpxchg-value-size's default.
-const DefaultMaxCmpXchgValueSize = 1 << 20
+const DefaultMaxCmpXchgValueSize = cluster.DefaultMaxCmpXchgValueSize
 
 // clusterTxWait bounds how long a cluster-wide batch waits for this node
 // to write its committed documents before answering.
 const clusterTxWait = 10 * time.Second
 
 func (a *API) maxCmpXchgValue() int64 {
-	if a.MaxCmpXchgValueSize > 0 {
-		// Values travel in Raft log entries of at most 4 MiB.
-		return min(a.MaxCmpXchgValueSize, 3<<20)
-	}
-	return DefaultMaxCmpXchgValueSize
+	return cluster.MaxCmpXchgValue(a.MaxCmpXchgValueSize)
 }
 
 func (a *API) cmpXchgCluster() (*cluster.Cluster, error) {
@@ -132,49 +128,6 @@ func indexParam(c echo.Context) (uint64, error) {
 	return v, nil
 }
 
-// CheckCmpXchgValue checks a compare-exchange value's JSON: an object of at
-// most limit bytes, nested no deeper than the document limit.
-func CheckCmpXchgValue(b []byte, limit int64) error {
-	if int64(len(b)) > limit {
-		return dberr.New(dberr.TooLarge, "the compare exchange value is %d bytes; at most %d (--max-cmpxchg-value-size)", len(b), limit)
-	}
-	if d := jsonDepth(b); d > document.MaxDepth() {
-		return dberr.New(dberr.BadRequest, "the compare exchange value nests deeper than %d levels", document.MaxDepth())
-	}
-	p, err := document.Parse(b)
-	if err != nil {
-		return dberr.New(dberr.BadRequest, "the compare exchange value must be a JSON object: %v", err)
-	}
-	_ = p
-	return nil
-}
-
-// jsonDepth is the deepest nesting of brackets in b (outside strings).
-func jsonDepth(b []byte) int {
-	depth, deepest, inStr, esc := 0, 0, false, false
-	for _, ch := range b {
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case ch == '\\':
-				esc = true
-			case ch == '"':
-				inStr = false
-			}
-		case ch == '"':
-			inStr = true
-		case ch == '{' || ch == '[':
-			depth++
-			deepest = max(deepest, depth)
-		case ch == '}' || ch == ']':
-			depth--
-		}
-	}
-	return deepest
-}
-
 func writeCmpXchgResult(c echo.Context, r cluster.CmpXchgResult) error {
 	buf := append(make([]byte, 0, 128), `{"Successful":`...)
 	buf = strconv.AppendBool(buf, r.Successful)
@@ -212,7 +165,7 @@ func (a *API) putCmpXchg(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := CheckCmpXchgValue(body, a.maxCmpXchgValue()); err != nil {
+	if err := cluster.CheckCmpXchgValue(body, a.maxCmpXchgValue()); err != nil {
 		return err
 	}
 	r, err := cl.PutCmpXchg(c.Request().Context(), db.Name(), key, index, body, c.QueryParam("raft-request-id"))

@@ -70,6 +70,7 @@ type config struct {
 	indexDocs   int             // indexes: documents in the indexed collection (0 skips)
 	smugDocs    int             // smuggler: documents exported and imported (0 skips)
 	refDocs     int             // indexes: documents referencing one document (LoadDocument)
+	cmpxchgTxs  int             // extensions: cluster-wide transactions per side (0 skips)
 	only        map[string]bool // sections to run; all when empty
 	dir         string
 }
@@ -97,6 +98,7 @@ func main() {
 	flag.IntVar(&c.indexDocs, "index-docs", 1_000_000, "indexes: documents in the indexed collection (0 skips the section)")
 	flag.IntVar(&c.smugDocs, "smuggler-docs", 1_000_000, "smuggler: documents exported and imported (0 skips the section)")
 	flag.IntVar(&c.refDocs, "ref-docs", 10_000, "indexes: documents referencing one document for the LoadDocument measurement")
+	flag.IntVar(&c.cmpxchgTxs, "cmpxchg-txs", 500, "extensions: cluster-wide transactions timed through the leader and through a follower, against as many plain bulk_docs (0 skips)")
 	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	only := flag.String("only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
@@ -167,7 +169,7 @@ func main() {
 }
 
 // sections are the report's parts, for -only.
-var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler"}
+var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler", "extensions"}
 
 // runs tells whether a section is part of this run.
 func (c config) runs(section string) bool { return len(c.only) == 0 || c.only[section] }
@@ -284,6 +286,13 @@ func run(c config, out io.Writer) error {
 		}
 		if err := smugglerBench(out, d, c.smugDocs); err != nil {
 			return err
+		}
+	}
+	if c.runs("extensions") {
+		for _, part := range []func(io.Writer, config) error{extensionsCmpXchg} {
+			if err := part(out, c); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

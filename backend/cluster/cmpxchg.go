@@ -261,19 +261,44 @@ func applyCmpXchg(st *state, c *Command, index uint64) Result {
 	x := c.CmpXchg
 	if x.RequestID != "" {
 		if r, ok := s.Requests[x.RequestID]; ok {
-			return r
+			return retried(s, c, r)
 		}
 	}
 	r := applyCmpXchgOnce(st, s, c, index)
 	if x.RequestID != "" {
-		r.Index = index
-		s.Requests[x.RequestID] = r
+		// Kept without the value (up to a megabyte each): a retry gets it
+		// back from its own request or the current state.
+		kept := r
+		if r.CmpXchg != nil {
+			cx := *r.CmpXchg
+			cx.Value = nil
+			kept.CmpXchg = &cx
+		}
+		kept.Index = index
+		s.Requests[x.RequestID] = kept
 		s.RequestOrder = append(s.RequestOrder, x.RequestID)
 		for len(s.RequestOrder) > maxRequests {
 			delete(s.Requests, s.RequestOrder[0])
 			s.RequestOrder = s.RequestOrder[1:]
 		}
 	}
+	return r
+}
+
+// retried is the first answer to a request id again: a successful put's
+// value is the request's own, any other value the key's current one.
+func retried(s *CmpXchgState, c *Command, r Result) Result {
+	if r.CmpXchg == nil || len(c.CmpXchg.Ops) != 1 || c.Op == opClusterTx {
+		return r
+	}
+	cx := *r.CmpXchg
+	op := c.CmpXchg.Ops[0]
+	if cx.Successful && !op.Delete {
+		cx.Value = op.Value
+	} else if cur, ok := s.Values[cmpXchgKey(c.Name, op.Key)]; ok && !cur.Deleted {
+		cx.Value = cur.Value
+	}
+	r.CmpXchg = &cx
 	return r
 }
 

@@ -123,6 +123,12 @@ func (a *Applier) applyDB(db *storage.DB) error {
 			entry := changevector.Entry{Tag: cluster.ClusterTxTag, Etag: int64(t.Index), DBID: entryDB}
 			for _, d := range t.Docs {
 				if _, _, err := tx.WriteClusterVersion(d.ID, d.Collection, d.Delete, d.Body, entry, t.Time); err != nil {
+					if k := dberr.KindOf(err); k == dberr.BadRequest || k == dberr.InvalidOperation {
+						// A version this copy can never take must not hold
+						// back every later transaction.
+						a.log.Error("a cluster transaction's document was refused", "database", name, "index", t.Index, "id", d.ID, "error", err)
+						continue
+					}
 					return err
 				}
 			}

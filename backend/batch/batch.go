@@ -37,6 +37,11 @@ type Command struct {
 	hasDocument  bool
 	// Patch is a PATCH command's script and options (see patch.go).
 	Patch *PatchSpec
+	// Index is a compare-exchange command's expected index, and
+	// OriginalChangeVector the vector the session loaded (a cluster-wide
+	// transaction's atomic guard); see cmpxchg.go.
+	Index                int64
+	OriginalChangeVector *string
 }
 
 // MaxCommands bounds the commands of one batch.
@@ -64,6 +69,31 @@ func Parse(r io.Reader) ([]Command, error) { return ParseMax(r, 0) }
 // document.ReadMax): a larger one fails the batch with a dberr.TooLarge
 // whose cause is the *document.SizeError.
 func ParseMax(r io.Reader, maxDocument int64) ([]Command, error) {
+	cmds, clusterWide, err := ParseMaxMode(r, maxDocument)
+	if err == nil && clusterWide {
+		return nil, dberr.New(dberr.BadRequest, "Cluster-wide transactions are not supported here")
+	}
+	return cmds, err
+}
+
+// ParseMaxMode is ParseMax that also tells whether the batch asked for a
+// cluster-wide transaction (TransactionMode "ClusterWide"); compare-exchange
+// commands are accepted only in one.
+func ParseMaxMode(r io.Reader, maxDocument int64) (cmds []Command, clusterWide bool, err error) {
+	cmds, clusterWide, err = parseMax(r, maxDocument)
+	if err == nil {
+		err = checkMode(cmds, clusterWide)
+	}
+	return cmds, clusterWide, err
+}
+
+func parseMax(r io.Reader, maxDocument int64) ([]Command, bool, error) {
+	clusterWide := false
+	cmds, err := parseBody(r, maxDocument, &clusterWide)
+	return cmds, clusterWide, err
+}
+
+func parseBody(r io.Reader, maxDocument int64, clusterWide *bool) ([]Command, error) {
 	g := &docGuard{r: r, max: maxDocument, start: -1}
 	dec := jsontext.NewDecoder(g)
 	tok, err := dec.ReadToken()
@@ -91,9 +121,7 @@ func ParseMax(r io.Reader, maxDocument int64) ([]Command, error) {
 			if err != nil {
 				return nil, bad(dec, err)
 			}
-			if v.Kind() == '"' && v.String() == "ClusterWide" {
-				return nil, dberr.New(dberr.BadRequest, "Cluster-wide transactions are not supported")
-			}
+			*clusterWide = v.Kind() == '"' && v.String() == "ClusterWide"
 		default:
 			if err := dec.SkipValue(); err != nil {
 				return nil, bad(dec, err)
@@ -232,6 +260,19 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 					return c, badf(dec.InputOffset(), "command %d: ChangeVector: %v", i, err)
 				}
 			}
+		case "Index":
+			if c.Index, err = readIndex(dec, i); err != nil {
+				return c, err
+			}
+		case "OriginalChangeVector":
+			if c.OriginalChangeVector, err = readString(dec, "OriginalChangeVector", i); err != nil {
+				return c, err
+			}
+			if c.OriginalChangeVector != nil {
+				if err := changevector.CheckLength(*c.OriginalChangeVector); err != nil {
+					return c, badf(dec.InputOffset(), "command %d: OriginalChangeVector: %v", i, err)
+				}
+			}
 		case "Document":
 			if dec.PeekKind() == 'n' {
 				if _, err := dec.ReadToken(); err != nil {
@@ -288,6 +329,10 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 		}
 		if c.Patch == nil || c.Patch.Patch == nil {
 			return c, dberr.New(dberr.BadRequest, "command %d: PATCH requires a Patch {Script, Values}", i)
+		}
+	case CmpXchgPut, CmpXchgDelete:
+		if err := checkCmpXchg(c, i); err != nil {
+			return c, err
 		}
 	case "":
 		return c, dberr.New(dberr.BadRequest, "command %d has no Type", i)

@@ -123,6 +123,11 @@ func Export(ctx context.Context, db *storage.DB, svc Services, o Options, w io.W
 			return err
 		}
 	}
+	if o.Has(TypeCompareExchange) {
+		if err := exportCmpXchg(svc, db.Name(), dw, res); err != nil {
+			return err
+		}
+	}
 	if o.Has(TypeSubscriptions) {
 		res.add(func() { start(&res.Subscriptions) })
 		if err := dw.Begin("Subscriptions"); err != nil {

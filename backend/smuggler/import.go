@@ -291,8 +291,7 @@ func (imp *importer) item(it *dump.Item) error {
 		r.add(func() { r.Tombstones.ReadCount++ })
 		imp.notYet(it.Section, "tombstones")
 	case "CompareExchange", "CmpXchg", "CompareExchangeTombstones":
-		r.add(func() { r.CompareExchange.ReadCount++ })
-		imp.notYet(it.Section, "compare-exchange values")
+		return imp.importCmpXchg(it)
 	case "CounterGroups", "Counters", "CountersBatch":
 		r.add(func() { r.Counters.ReadCount++ })
 		imp.notYet(it.Section, "counters")

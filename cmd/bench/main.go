@@ -71,6 +71,7 @@ type config struct {
 	smugDocs    int             // smuggler: documents exported and imported (0 skips)
 	refDocs     int             // indexes: documents referencing one document (LoadDocument)
 	pg          string          // bulkinsert: a PostgreSQL DSN, "auto" (a throwaway server) or "" (skip)
+	cmpxchgTxs  int             // extensions: cluster-wide transactions per side (0 skips)
 	only        map[string]bool // sections to run; all when empty
 	dir         string
 
@@ -114,6 +115,7 @@ func main() {
 	flag.DurationVar(&c.changesFor, "changes-for", 5*time.Second, "changes: how long each round writes")
 	flag.IntVar(&c.changesRounds, "changes-rounds", 4, "changes: rounds, each with and without subscribers (order alternating)")
 	flag.StringVar(&c.pg, "pg", "", "bulkinsert section: a PostgreSQL DSN to compare with, or auto (a throwaway server from Debian's postgresql package)")
+	flag.IntVar(&c.cmpxchgTxs, "cmpxchg-txs", 500, "extensions: cluster-wide transactions timed through the leader and through a follower, against as many plain bulk_docs (0 skips)")
 	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	only := flag.String("only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
@@ -188,7 +190,7 @@ func main() {
 }
 
 // sections are the report's parts, for -only.
-var sections = []string{"bulk", "bulkinsert", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler", "changes"}
+var sections = []string{"bulk", "bulkinsert", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler", "changes", "extensions"}
 
 // runs tells whether a section is part of this run.
 func (c config) runs(section string) bool { return len(c.only) == 0 || c.only[section] }
@@ -316,6 +318,13 @@ func run(c config, out io.Writer) error {
 		}
 		if err := smugglerBench(out, d, c.smugDocs); err != nil {
 			return err
+		}
+	}
+	if c.runs("extensions") {
+		for _, part := range []func(io.Writer, config) error{extensionsCmpXchg} {
+			if err := part(out, c); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

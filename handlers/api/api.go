@@ -26,6 +26,7 @@ import (
 	"github.com/rookerydb/rookery/backend/audit"
 	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/cluster"
+	"github.com/rookerydb/rookery/backend/clustertx"
 	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/ids"
@@ -99,6 +100,12 @@ type API struct {
 
 	// proposed are the tags nextTag handed out in the last minute, so nodes
 	// started together (asking before either joined) get different ones.
+	// MaxCmpXchgValueSize bounds a compare-exchange value
+	// (--max-cmpxchg-value-size); ClusterTx writes committed cluster
+	// transactions into this node's databases (cmpxchg.go).
+	MaxCmpXchgValueSize int64
+	ClusterTx           *clustertx.Applier
+
 	proposedMu sync.Mutex
 	proposed   map[string]time.Time
 }
@@ -138,6 +145,9 @@ func (a *API) Register(e *echo.Echo) {
 	a.registerPatch(e, g)
 	g.POST("/bulk_docs", a.bulkDocs)
 	a.registerBulkInsert(g)
+	g.GET("/cmpxchg", a.getCmpXchg)
+	g.PUT("/cmpxchg", a.putCmpXchg)
+	g.DELETE("/cmpxchg", a.deleteCmpXchg)
 	g.GET("/hilo/next", a.hiloNext)
 	g.PUT("/hilo/return", a.hiloReturn)
 	g.POST("/identity/next", a.identityNext)

@@ -483,13 +483,16 @@ func (a *API) bulkDocs(c echo.Context) error {
 		return err
 	}
 	// The body is bounded by the server's request-body limit (web).
-	cmds, err := batch.ParseMax(c.Request().Body, a.MaxDocumentSize)
+	cmds, clusterWide, err := batch.ParseMaxMode(c.Request().Body, a.MaxDocumentSize)
 	if err != nil {
 		var se *document.SizeError
 		if errors.As(err, &se) {
 			return &dberr.Error{Kind: dberr.TooLarge, Err: se, Msg: err.Error() + fmt.Sprintf(", the largest document this server accepts (--max-document-size is %s). Nothing was stored.", document.FormatBytes(se.Max))}
 		}
 		return err
+	}
+	if clusterWide {
+		return a.clusterBulkDocs(c, db, cmds)
 	}
 	res, err := batch.ExecuteWith(c.Request().Context(), db, a.idents(), cmds, batch.Options{PatchTimeLimit: a.PatchTimeLimit})
 	if err != nil {

@@ -171,6 +171,9 @@ func exportDocs(ctx context.Context, db *storage.DB, o Options, transform *patch
 		err := db.ScanChangesAfter(ctx, after, exportPage, 8<<20, func(it *storage.Item) error {
 			n++
 			after = it.Etag
+			if it.Kind != storage.KindDocument {
+				return nil // exported in their own sections
+			}
 			if it.Conflict {
 				if conflicts {
 					conflictEtags = append(conflictEtags, it.Etag-1)

@@ -185,6 +185,15 @@ var routeRules = map[string]rule{
 	"GET /databases/:db/healthcheck":                  dbRead,
 	"GET /databases/:db/info/tcp":                     dbRead,
 
+	// Revisions.
+	"POST /databases/:db/admin/revisions/config": dbAdmin.audited("revisions.config", ""),
+	"GET /databases/:db/revisions/config":        dbRead,
+	"GET /databases/:db/revisions":               dbRead,
+	"GET /databases/:db/revisions/count":         dbRead,
+	"GET /databases/:db/revisions/bin":           dbRead,
+	"POST /databases/:db/revisions/revert":       dbAdmin.audited("revisions.revert", ""),
+	"POST /databases/:db/revisions/revert/docs":  dbWrite.audited("revisions.revert-docs", ""),
+
 	// Replication and conflicts.
 	"GET /databases/:db/replication":                              nodeOnly,
 	"GET /databases/:db/replication/stats":                        dbRead,

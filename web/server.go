@@ -572,6 +572,7 @@ func (s *Server) watch() {
 func (s *Server) watchDB(db *storage.DB) {
 	name := db.Name()
 	db.SetResolver(s.resolver)
+	db.SetRevisionsSource(func() []byte { return s.cluster.Setting(name, storage.RevisionsSettingKey) })
 	s.commitLog(db)
 	db.OnCommit(func([]storage.Change) {
 		s.subs.Notify(name)

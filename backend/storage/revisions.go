@@ -22,7 +22,6 @@ import (
 // EXTENSIONS: bits 2-4 of the wire kind byte).
 const KindRevision ItemKind = 2
 
-
 // RevisionFlags describe a revision (the revisions.flags column and the
 // wire's revision flags).
 type RevisionFlags int64
@@ -255,7 +254,7 @@ func FormatTimeSpan(d time.Duration) string {
 // clock the write path and purging read (injectable for tests).
 type revisionsState struct {
 	mu     sync.Mutex
-	source func() json.RawMessage
+	source func() []byte
 	raw    []byte
 	cfg    *RevisionsConfig
 	clock  func() time.Time
@@ -266,7 +265,7 @@ type revisionsState struct {
 // SetRevisionsSource installs where the database reads its revisions
 // configuration from (the cluster's setting); nil means none. Read at every
 // write of a document, parsed only when it changed.
-func (db *DB) SetRevisionsSource(fn func() json.RawMessage) {
+func (db *DB) SetRevisionsSource(fn func() []byte) {
 	db.rev.mu.Lock()
 	db.rev.source, db.rev.raw, db.rev.cfg = fn, nil, nil
 	db.rev.mu.Unlock()
@@ -736,8 +735,8 @@ func (tx *Tx) revertTo(r *Revision) (Info, error) {
 
 // RevertRevisionsResult counts what RevertRevisions did.
 type RevertRevisionsResult struct {
-	ScannedRevisions int64
-	ScannedDocuments int64
+	ScannedRevisions  int64
+	ScannedDocuments  int64
 	RevertedDocuments int64
 }
 

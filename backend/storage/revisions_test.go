@@ -14,7 +14,7 @@ import (
 
 // revConfig installs a fixed revisions configuration on a database.
 func revConfig(db *storage.DB, js string) {
-	db.SetRevisionsSource(func() json.RawMessage { return json.RawMessage(js) })
+	db.SetRevisionsSource(func() []byte { return []byte(js) })
 }
 
 // fakeClock is a clock a test moves by hand.

@@ -333,6 +333,9 @@ func (tx *Tx) insertRevision(key, id, collection, cv string, lm int64, flags Rev
 // revisionAfterPut writes the revision of a local put when the
 // collection's configuration asks for one, and purges.
 func (tx *Tx) revisionAfterPut(key string, info Info, body []byte) error {
+	if tx.skipRev {
+		return nil
+	}
 	cc := tx.db.RevisionsConfig().For(info.Collection)
 	if cc == nil {
 		return nil
@@ -345,6 +348,10 @@ func (tx *Tx) revisionAfterPut(key string, info Info, body []byte) error {
 	}
 	return tx.purgeRevisions(key, cc)
 }
+
+// SkipRevisionCreation makes the current request's puts write no revision
+// (an import with SkipRevisionCreation).
+func (tx *Tx) SkipRevisionCreation(skip bool) { tx.skipRev = skip }
 
 // revisionAfterDelete purges the revisions of a deleted document
 // (PurgeOnDelete) or records the deletion as a revision.

@@ -40,8 +40,9 @@ type Tx struct {
 	anyConflicts bool
 	// actor is who the current request's resolutions are logged as.
 	actor string
-	// revWritten: this transaction stored a revision (revisions.go).
-	revWritten bool
+	// revWritten: this transaction stored a revision (revisions.go);
+	// skipRev: the current request's puts create none.
+	revWritten, skipRev bool
 }
 
 // stmt returns the prepared statement for q bound to this transaction.
@@ -64,7 +65,7 @@ func (tx *Tx) run(fn func(*Tx) error) error {
 	if _, err := tx.exec(sqlSavepoint); err != nil {
 		return err
 	}
-	tx.actor = ""
+	tx.actor, tx.skipRev = "", false
 	etag, cv, cvText, nchanges := tx.lastEtag, tx.cv, tx.cvText, len(tx.changes)
 	saved := make(map[string]Collection, len(tx.deltas))
 	for k, d := range tx.deltas {

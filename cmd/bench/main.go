@@ -69,6 +69,7 @@ type config struct {
 	tlsRounds   int             // tls: interleaved bulk-insert rounds
 	indexDocs   int             // indexes: documents in the indexed collection (0 skips)
 	smugDocs    int             // smuggler: documents exported and imported (0 skips)
+	extDocs     int             // extensions: writes per measured side (0 skips)
 	refDocs     int             // indexes: documents referencing one document (LoadDocument)
 	only        map[string]bool // sections to run; all when empty
 	dir         string
@@ -96,6 +97,7 @@ func main() {
 	flag.IntVar(&c.handshakes, "handshakes", 2000, "tls section: requests on new connections per kind (plain, full handshake, resumed) (0 skips them)")
 	flag.IntVar(&c.indexDocs, "index-docs", 1_000_000, "indexes: documents in the indexed collection (0 skips the section)")
 	flag.IntVar(&c.smugDocs, "smuggler-docs", 1_000_000, "smuggler: documents exported and imported (0 skips the section)")
+	flag.IntVar(&c.extDocs, "extensions-docs", 100_000, "extensions: writes per measured side (0 skips the section)")
 	flag.IntVar(&c.refDocs, "ref-docs", 10_000, "indexes: documents referencing one document for the LoadDocument measurement")
 	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
@@ -167,7 +169,7 @@ func main() {
 }
 
 // sections are the report's parts, for -only.
-var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler"}
+var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler", "extensions"}
 
 // runs tells whether a section is part of this run.
 func (c config) runs(section string) bool { return len(c.only) == 0 || c.only[section] }
@@ -284,6 +286,19 @@ func run(c config, out io.Writer) error {
 		}
 		if err := smugglerBench(out, d, c.smugDocs); err != nil {
 			return err
+		}
+	}
+	if c.runs("extensions") && c.extDocs > 0 {
+		fmt.Fprintf(out, "\n## Document extensions, %d writes per side (storage engine, no HTTP)\n", c.extDocs)
+		for _, part := range []string{"revisions"} {
+			var err error
+			switch part {
+			case "revisions":
+				err = revisionsBench(out, c.dir, c.extDocs)
+			}
+			if err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -266,6 +266,8 @@ var routeRules = map[string]rule{
 	"POST /studio/db/:db/identities/seed":             dbAdmin.audited("identity.seed", "form:prefix"),
 	"GET /studio/db/:db/stats":                        dbRead,
 	"GET /studio/db/:db/replication":                  dbRead,
+	"GET /studio/db/:db/revisions":                    dbRead,
+	"POST /studio/db/:db/revisions/revert":            dbWrite.audited("revisions.revert", ""),
 	"GET /studio/db/:db/conflicts":                    dbRead,
 	"POST /studio/db/:db/conflicts/preview":           dbRead,
 	"GET /studio/db/:db/conflicts/preview":            dbRead,

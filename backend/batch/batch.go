@@ -23,6 +23,9 @@ import (
 const (
 	Put    = "PUT"
 	Delete = "DELETE"
+	// ForceRevision makes a revision of the document as it is
+	// (session.advanced.revisions.forceRevisionCreationFor).
+	ForceRevision = "ForceRevisionCreation"
 )
 
 // Command is one command of a batch.
@@ -275,6 +278,10 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 		if !idSeen || strings.TrimSpace(c.ID) == "" {
 			return c, dberr.New(dberr.BadRequest, "command %d: DELETE requires an Id", i)
 		}
+	case ForceRevision:
+		if !idSeen || strings.TrimSpace(c.ID) == "" {
+			return c, dberr.New(dberr.BadRequest, "command %d: ForceRevisionCreation requires an Id", i)
+		}
 	case "":
 		return c, dberr.New(dberr.BadRequest, "command %d has no Type", i)
 	default:
@@ -291,6 +298,8 @@ type Result struct {
 	ChangeVector string
 	LastModified time.Time
 	Deleted      bool
+	// RevisionCreated: a ForceRevisionCreation stored a new revision.
+	RevisionCreated bool
 }
 
 // Identities takes identity values for a database: unique cluster-wide,
@@ -350,6 +359,12 @@ func Execute(ctx context.Context, db *storage.DB, ident Identities, cmds []Comma
 					return err
 				}
 				results[i] = Result{Type: Delete, ID: info.ID, ChangeVector: info.ChangeVector, Deleted: deleted}
+			case ForceRevision:
+				info, created, err := tx.ForceRevision(c.ID)
+				if err != nil {
+					return err
+				}
+				results[i] = Result{Type: ForceRevision, ID: info.ID, ChangeVector: info.ChangeVector, LastModified: info.LastModified, RevisionCreated: created}
 			default:
 				return errors.New("unreachable: unknown command type")
 			}

@@ -850,3 +850,26 @@ const (
 func init() {
 	writerStatements = append(writerStatements, sqlGetRevisionIDByKey, sqlRevisionAtOrBefore)
 }
+
+// ForceRevision stores a revision of the document as it is now, configured
+// or not; created is false when that version already is a revision. A
+// missing document is an error.
+func (tx *Tx) ForceRevision(id string) (info Info, created bool, err error) {
+	d, err := tx.Get(id)
+	if err != nil {
+		return Info{}, false, err
+	}
+	if d == nil {
+		return Info{}, false, dberr.New(dberr.NotFound, "Failed to create revision for document %s because the document doesn't exist", id)
+	}
+	info = Info{ID: d.ID, Collection: d.Collection, ChangeVector: d.ChangeVector, Etag: d.Etag, LastModified: d.LastModified}
+	key := LowerID(d.ID)
+	created, err = tx.insertRevision(key, d.ID, d.Collection, d.ChangeVector, d.LastModified.UnixNano(), 0, d.Body)
+	if err != nil || !created {
+		return info, false, err
+	}
+	if _, err := tx.exec(sqlMarkHasRevisions, key); err != nil {
+		return info, false, err
+	}
+	return info, true, tx.purgeRevisions(key, tx.db.RevisionsConfig().For(d.Collection))
+}

@@ -117,6 +117,20 @@ describe("revisions on one node", () => {
         assert.equal(await ctx.store.openSession().advanced.revisions.getCountFor("orders/1"), 0);
     });
 
+    it("forceRevisionCreationFor makes a revision where none is configured", async () => {
+        const s = ctx.store.openSession();
+        s.advanced.revisions.forceRevisionCreationFor("orders/1");
+        await s.saveChanges();
+        const r = ctx.store.openSession();
+        assert.equal(await r.advanced.revisions.getCountFor("orders/1"), 1);
+        assert.deepEqual((await r.advanced.revisions.getFor("orders/1")).map(o => o.name), ["o"]);
+        // Again, unchanged: no second revision.
+        const again = ctx.store.openSession();
+        again.advanced.revisions.forceRevisionCreationFor("orders/1");
+        await again.saveChanges();
+        assert.equal(await ctx.store.openSession().advanced.revisions.getCountFor("orders/1"), 1);
+    });
+
     it("a deleted document is in the revisions bin", async () => {
         const s = ctx.store.openSession();
         await s.delete("users/2");

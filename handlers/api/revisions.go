@@ -9,7 +9,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rookerydb/rookery/backend/batch"
 	"github.com/rookerydb/rookery/backend/dberr"
+	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/operations"
 	"github.com/rookerydb/rookery/backend/storage"
 )
@@ -291,4 +293,19 @@ func (a *API) revertDocuments(c echo.Context) error {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// appendForceRevisionResult is a ForceRevisionCreation command's result.
+func appendForceRevisionResult(buf []byte, r batch.Result) []byte {
+	buf = append(buf, `{"Type":"ForceRevisionCreation","RevisionCreated":`...)
+	if !r.RevisionCreated {
+		return append(buf, `false}`...)
+	}
+	buf = append(buf, `true,"@id":`...)
+	buf = document.AppendString(buf, r.ID)
+	buf = append(buf, `,"@change-vector":`...)
+	buf = document.AppendString(buf, r.ChangeVector)
+	buf = append(buf, `,"@last-modified":"`...)
+	buf = r.LastModified.UTC().AppendFormat(buf, document.TimeFormat)
+	return append(buf, `","@flags":"HasRevisions"}`...)
 }

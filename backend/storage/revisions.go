@@ -667,6 +667,9 @@ func (db *DB) RevisionsBin(ctx context.Context, start, pageSize int) ([]*Revisio
 
 // RevisionsTotal is the number of revisions the database holds.
 func (db *DB) RevisionsTotal(ctx context.Context) (int64, error) {
+	if !db.rev.has.Load() {
+		return 0, nil
+	}
 	var n int64
 	err := db.reader.QueryRowContext(ctx, `SELECT count(*) FROM revisions`).Scan(&n)
 	return n, err

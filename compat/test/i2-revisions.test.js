@@ -13,6 +13,7 @@ const {
     RevisionsConfiguration,
     RevisionsCollectionConfiguration,
     GetRevisionsBinEntryCommand,
+    GetStatisticsOperation,
 } = require("ravendb");
 const h = require("./helpers");
 const { eventually, prepare, removeTmp, Node, startCluster, waitDatabaseOn, killAllSync, dumpLogs, freePort } =
@@ -115,6 +116,8 @@ describe("revisions on one node", () => {
         await o.store({ name: "o" }, "orders/1");
         await o.saveChanges();
         assert.equal(await ctx.store.openSession().advanced.revisions.getCountFor("orders/1"), 0);
+        const stats = await ctx.store.maintenance.send(new GetStatisticsOperation());
+        assert.equal(stats.countOfRevisionDocuments, 5 + 3);
     });
 
     it("forceRevisionCreationFor makes a revision where none is configured", async () => {

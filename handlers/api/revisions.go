@@ -309,3 +309,10 @@ func appendForceRevisionResult(buf []byte, r batch.Result) []byte {
 	buf = r.LastModified.UTC().AppendFormat(buf, document.TimeFormat)
 	return append(buf, `","@flags":"HasRevisions"}`...)
 }
+
+// revisionsTotal is the database's number of revisions for /stats (0 when
+// it cannot be read).
+func revisionsTotal(c echo.Context, db *storage.DB) int64 {
+	n, _ := db.RevisionsTotal(c.Request().Context())
+	return n
+}

@@ -31,7 +31,7 @@ func (a *API) stats(c echo.Context) error {
 		"LastDatabaseEtag":                         s.LastEtag,
 		"CountOfIndexes":                           0,
 		"CountOfDocuments":                         s.Documents,
-		"CountOfRevisionDocuments":                 0,
+		"CountOfRevisionDocuments":                 revisionsTotal(c, db),
 		"CountOfDocumentsConflicts":                conflictedDocs,
 		"CountOfTombstones":                        s.Tombstones,
 		"CountOfConflicts":                         conflictRows,

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"sort"
 	"strings"
@@ -233,4 +234,97 @@ func TestRevisionsSurviveKill9(t *testing.T) {
 		t.Fatalf("%d of %d acknowledged writes' revisions lost after kill -9, e.g. %s", len(missing), len(acked), missing[0])
 	}
 	t.Logf("%d acknowledged writes, all their revisions present after kill -9", len(acked))
+}
+
+// Revisions converge under network faults: three nodes whose replication
+// links go through fault proxies (cut, black-holed, held, slowed, nodes
+// isolated, as in TestConvergence*), writers on every node putting shared
+// and private ids; once healed, every copy holds the same revisions and
+// every acknowledged write's revision.
+func TestRevisionsConvergeUnderFaults(t *testing.T) {
+	seed := time.Now().UnixNano() % 1_000_000_000
+	t.Logf("seed %d", seed)
+	started := time.Now()
+	pc := startProxiedCluster(t)
+	pc.createDatabase(t, pc.nodes[0], "revfault")
+	configureRevisions(t, pc.nodes[2], pc.nodes, "revfault", `{"Default":{"MinimumRevisionsToKeep":100000}}`)
+
+	var mu sync.Mutex
+	var acked []string
+	ids := map[string]bool{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, n := range pc.nodes {
+		wg.Add(1)
+		go func(i int, n *cnode) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(seed), uint64(i+1)))
+			for v := 0; ; v++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("shared/%d", rng.IntN(6))
+				if rng.IntN(2) == 0 {
+					id = fmt.Sprintf("private/%s/%d", n.name, rng.IntN(4))
+				}
+				cv, err := putVersion(n, "revfault", id, v)
+				if err != nil {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				mu.Lock()
+				acked = append(acked, cv)
+				ids[id] = true
+				mu.Unlock()
+			}
+		}(i, n)
+	}
+	chaosDone := make(chan struct{})
+	go func() {
+		defer close(chaosDone)
+		pc.chaos(t, stop, rand.New(rand.NewPCG(uint64(seed), 0)), started)
+	}()
+	time.Sleep(4 * time.Second)
+	close(stop)
+	wg.Wait()
+	<-chaosDone
+	pc.healAll()
+	if len(acked) < 30 {
+		t.Fatalf("only %d writes acknowledged", len(acked))
+	}
+	var idList []string
+	for id := range ids {
+		idList = append(idList, id)
+	}
+	sort.Strings(idList)
+	eventually(t, 90*time.Second, "the copies hold the same revisions", func() (bool, string) {
+		for _, id := range idList {
+			want, err := revisionSet(pc.nodes[0], "revfault", id)
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, n := range pc.nodes[1:] {
+				got, err := revisionSet(n, "revfault", id)
+				if err != nil {
+					return false, err.Error()
+				}
+				if got != want {
+					return false, fmt.Sprintf("%s differs on %s", id, n.name)
+				}
+			}
+		}
+		return true, ""
+	})
+	for _, n := range pc.nodes {
+		missing, err := missingRevisions(n, "revfault", acked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(missing) > 0 {
+			t.Errorf("%s lacks %d of %d acknowledged writes' revisions", n.name, len(missing), len(acked))
+		}
+	}
+	t.Logf("%5.1fs %d acknowledged writes over %d ids, the same revisions on all three", time.Since(started).Seconds(), len(acked), len(idList))
 }

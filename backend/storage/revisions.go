@@ -182,8 +182,8 @@ func (c *RevisionsConfig) Validate() error {
 // For returns the configuration in force for a collection: its own entry,
 // else the default; nil when revisions are off for it.
 func (c *RevisionsConfig) For(collection string) *RevisionsCollectionConfig {
-	if c == nil {
-		return nil
+	if c == nil || strings.EqualFold(collection, "@hilo") {
+		return nil // HiLo documents are the server's, never versioned
 	}
 	cc, ok := c.byKey[strings.ToLower(collection)]
 	if !ok {

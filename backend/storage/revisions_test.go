@@ -191,6 +191,14 @@ func TestRevisionsKeepLastNAndAge(t *testing.T) {
 		t.Fatalf("bounded purge: %s", got)
 	}
 
+	// HiLo documents never get revisions, whatever the default.
+	if _, err := put(t, db, "Raven/Hilo/users", `{"Max":32,"@metadata":{"@collection":"@hilo"}}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(revs(t, db, "Raven/Hilo/users")); n != 0 {
+		t.Fatalf("a HiLo document got %d revisions", n)
+	}
+
 	// Disabled for a collection, the default elsewhere.
 	revConfig(db, `{"Default":{},"Collections":{"Users":{"Disabled":true}}}`)
 	putN(t, db, "users/4", 1)

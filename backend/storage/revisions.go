@@ -313,6 +313,15 @@ func (db *DB) RevisionsConfig() *RevisionsConfig {
 	return cfg
 }
 
+// revisionsConfig is the configuration in force, read once per merged
+// transaction (every put asks).
+func (tx *Tx) revisionsConfig() *RevisionsConfig {
+	if !tx.revCfgRead {
+		tx.revCfg, tx.revCfgRead = tx.db.RevisionsConfig(), true
+	}
+	return tx.revCfg
+}
+
 // insertRevision stores a revision unless one with its change vector
 // exists; it reports whether it did.
 func (tx *Tx) insertRevision(key, id, collection, cv string, lm int64, flags RevisionFlags, body []byte) (bool, error) {
@@ -336,7 +345,7 @@ func (tx *Tx) revisionAfterPut(key string, info Info, body []byte) error {
 	if tx.skipRev {
 		return nil
 	}
-	cc := tx.db.RevisionsConfig().For(info.Collection)
+	cc := tx.revisionsConfig().For(info.Collection)
 	if cc == nil {
 		return nil
 	}
@@ -356,7 +365,7 @@ func (tx *Tx) SkipRevisionCreation(skip bool) { tx.skipRev = skip }
 // revisionAfterDelete purges the revisions of a deleted document
 // (PurgeOnDelete) or records the deletion as a revision.
 func (tx *Tx) revisionAfterDelete(key string, info Info) error {
-	cc := tx.db.RevisionsConfig().For(info.Collection)
+	cc := tx.revisionsConfig().For(info.Collection)
 	if cc == nil {
 		return nil
 	}
@@ -491,7 +500,7 @@ func (tx *Tx) applyRevision(it Item) (Outcome, error) {
 	if !ok {
 		return Skipped, nil
 	}
-	return Applied, tx.purgeRevisions(key, tx.db.RevisionsConfig().For(cname))
+	return Applied, tx.purgeRevisions(key, tx.revisionsConfig().For(cname))
 }
 
 // revisionAfterReplicatedDelete applies PurgeOnDelete to a deletion that
@@ -500,7 +509,7 @@ func (tx *Tx) revisionAfterReplicatedDelete(key, collection string) error {
 	if !tx.db.rev.has.Load() && !tx.revWritten {
 		return nil
 	}
-	if cc := tx.db.RevisionsConfig().For(collection); cc != nil && cc.PurgeOnDelete {
+	if cc := tx.revisionsConfig().For(collection); cc != nil && cc.PurgeOnDelete {
 		_, err := tx.exec(sqlPurgeRevisions, key)
 		return err
 	}
@@ -874,5 +883,5 @@ func (tx *Tx) ForceRevision(id string) (info Info, created bool, err error) {
 	if _, err := tx.exec(sqlMarkHasRevisions, key); err != nil {
 		return info, false, err
 	}
-	return info, true, tx.purgeRevisions(key, tx.db.RevisionsConfig().For(d.Collection))
+	return info, true, tx.purgeRevisions(key, tx.revisionsConfig().For(d.Collection))
 }

@@ -43,6 +43,8 @@ type Tx struct {
 	// revWritten: this transaction stored a revision (revisions.go);
 	// skipRev: the current request's puts create none.
 	revWritten, skipRev bool
+	revCfg              *RevisionsConfig // read once per transaction (revisionsConfig)
+	revCfgRead          bool
 }
 
 // stmt returns the prepared statement for q bound to this transaction.

@@ -195,6 +195,15 @@ var routeRules = map[string]rule{
 	"GET /databases/:db/healthcheck":                  dbRead,
 	"GET /databases/:db/info/tcp":                     dbRead,
 
+	// Revisions.
+	"POST /databases/:db/admin/revisions/config": dbAdmin.audited("revisions.config", ""),
+	"GET /databases/:db/revisions/config":        dbRead,
+	"GET /databases/:db/revisions":               dbRead,
+	"GET /databases/:db/revisions/count":         dbRead,
+	"GET /databases/:db/revisions/bin":           dbRead,
+	"POST /databases/:db/revisions/revert":       dbAdmin.audited("revisions.revert", ""),
+	"POST /databases/:db/revisions/revert/docs":  dbWrite.audited("revisions.revert-docs", ""),
+
 	// Replication and conflicts.
 	"GET /databases/:db/replication":                              nodeOnly,
 	"GET /databases/:db/replication/stats":                        dbRead,
@@ -271,6 +280,8 @@ var routeRules = map[string]rule{
 	"POST /studio/db/:db/identities/seed":             dbAdmin.audited("identity.seed", "form:prefix"),
 	"GET /studio/db/:db/stats":                        dbRead,
 	"GET /studio/db/:db/replication":                  dbRead,
+	"GET /studio/db/:db/revisions":                    dbRead,
+	"POST /studio/db/:db/revisions/revert":            dbWrite.audited("revisions.revert", ""),
 	"GET /studio/db/:db/conflicts":                    dbRead,
 	"POST /studio/db/:db/conflicts/preview":           dbRead,
 	"GET /studio/db/:db/conflicts/preview":            dbRead,

@@ -599,6 +599,7 @@ func (s *Server) watch() {
 func (s *Server) watchDB(db *storage.DB) {
 	name := db.Name()
 	db.SetResolver(s.resolver)
+	db.SetRevisionsSource(func() []byte { return s.cluster.Setting(name, storage.RevisionsSettingKey) })
 	s.commitLog(db)
 	db.OnCommit(func(ch []storage.Change) { s.changes.Documents(name, ch) })
 	db.OnCommit(func([]storage.Change) {

@@ -24,6 +24,9 @@ import (
 const (
 	Put    = "PUT"
 	Delete = "DELETE"
+	// ForceRevision makes a revision of the document as it is
+	// (session.advanced.revisions.forceRevisionCreationFor).
+	ForceRevision = "ForceRevisionCreation"
 )
 
 // Command is one command of a batch.
@@ -334,6 +337,10 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 		if err := checkCmpXchg(c, i); err != nil {
 			return c, err
 		}
+	case ForceRevision:
+		if !idSeen || strings.TrimSpace(c.ID) == "" {
+			return c, dberr.New(dberr.BadRequest, "command %d: ForceRevisionCreation requires an Id", i)
+		}
 	case "":
 		return c, dberr.New(dberr.BadRequest, "command %d has no Type", i)
 	default:
@@ -352,6 +359,8 @@ type Result struct {
 	Deleted      bool
 	// Patch is a PATCH command's outcome.
 	Patch *PatchResult
+	// RevisionCreated: a ForceRevisionCreation stored a new revision.
+	RevisionCreated bool
 }
 
 // Identities takes identity values for a database: unique cluster-wide,
@@ -454,6 +463,12 @@ func ExecuteWith(ctx context.Context, db *storage.DB, ident Identities, cmds []C
 					return err
 				}
 				results[i] = r
+			case ForceRevision:
+				info, created, err := tx.ForceRevision(c.ID)
+				if err != nil {
+					return err
+				}
+				results[i] = Result{Type: ForceRevision, ID: info.ID, ChangeVector: info.ChangeVector, LastModified: info.LastModified, RevisionCreated: created}
 			default:
 				return errors.New("unreachable: unknown command type")
 			}

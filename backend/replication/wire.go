@@ -16,10 +16,13 @@ import (
 //	uint64 LastEtag, little-endian
 //	uint32 item count, little-endian
 //	per item:
-//	  byte     kind: bit 0 Delete (else Put), bit 1 Unordered (see storage.Item)
+//	  byte     kind: bit 0 Delete (else Put), bit 1 Unordered (see storage.Item),
+//	           bits 2-4 the item's storage.ItemKind (0 document, 2 revision)
 //	  uvarint  etag
 //	  varint   last modified, unix nanoseconds
-//	  uvarint length + bytes: id, collection, change vector, body
+//	  uvarint length + bytes: id, collection, change vector
+//	  uvarint  revision flags (storage.RevisionFlags), only for a revision
+//	  uvarint length + bytes: body
 const batchMarker0, batchMarker1 = 0x01, 'B'
 
 const batchHeader = 2 + 8 + 4
@@ -36,6 +39,7 @@ const MaxBatchItems = 1 << 16
 const (
 	kindDelete    = 1
 	kindUnordered = 2
+	kindShift     = 2 // the storage.ItemKind sits in bits 2-4
 )
 
 var errBadBatch = errors.New("bad replication batch")
@@ -63,12 +67,16 @@ func (e *batchEncoder) add(it *storage.Item) {
 	if it.Unordered {
 		kind |= kindUnordered
 	}
+	kind |= byte(it.Kind) << kindShift
 	e.buf = append(e.buf, kind)
 	e.buf = binary.AppendUvarint(e.buf, uint64(it.Etag))
 	e.buf = binary.AppendVarint(e.buf, it.LastModified.UnixNano())
 	for _, s := range []string{it.ID, it.Collection, it.ChangeVector} {
 		e.buf = binary.AppendUvarint(e.buf, uint64(len(s)))
 		e.buf = append(e.buf, s...)
+	}
+	if it.Kind == storage.KindRevision {
+		e.buf = binary.AppendUvarint(e.buf, uint64(it.RevisionFlags))
 	}
 	e.buf = binary.AppendUvarint(e.buf, uint64(len(it.Body)))
 	e.buf = append(e.buf, it.Body...)
@@ -126,6 +134,12 @@ func decodeBatch(b []byte) (lastEtag int64, items []storage.Item, err error) {
 			it.Type = "Delete"
 		}
 		it.Unordered = b[0]&kindUnordered != 0
+		it.Kind = storage.ItemKind(b[0] >> kindShift)
+		switch it.Kind {
+		case storage.KindDocument, storage.KindRevision:
+		default:
+			return 0, nil, errBadBatch
+		}
 		b = b[1:]
 		it.Etag = int64(uv())
 		lm, n := binary.Varint(b)
@@ -137,6 +151,13 @@ func decodeBatch(b []byte) (lastEtag int64, items []storage.Item, err error) {
 		it.ID = string(bytesOf())
 		it.Collection = string(bytesOf())
 		it.ChangeVector = string(bytesOf())
+		if it.Kind == storage.KindRevision {
+			f := uv()
+			if f > 1<<16 {
+				return 0, nil, errBadBatch
+			}
+			it.RevisionFlags = storage.RevisionFlags(f)
+		}
 		it.Body = bytesOf()
 		if len(it.Body) == 0 {
 			it.Body = nil

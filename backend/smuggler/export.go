@@ -80,6 +80,11 @@ func Export(ctx context.Context, db *storage.DB, svc Services, o Options, w io.W
 			return err
 		}
 	}
+	if o.Has(TypeRevisionDocuments) {
+		if err := exportRevisions(ctx, db, o, dw, res); err != nil {
+			return err
+		}
+	}
 	if o.Has(TypeIndexes) {
 		res.add(func() { start(&res.Indexes) })
 		if err := dw.Begin("Indexes"); err != nil {
@@ -176,6 +181,9 @@ func exportDocs(ctx context.Context, db *storage.DB, o Options, transform *patch
 		err := db.ScanChangesAfter(ctx, after, exportPage, 8<<20, func(it *storage.Item) error {
 			n++
 			after = it.Etag
+			if it.Kind != storage.KindDocument {
+				return nil // exported in their own sections
+			}
 			if it.Conflict {
 				if conflicts {
 					conflictEtags = append(conflictEtags, it.Etag-1)

@@ -285,8 +285,18 @@ func (imp *importer) item(it *dump.Item) error {
 		r.add(func() { r.Subscriptions.ReadCount++ })
 		return nil
 	case "RevisionDocuments":
+		if it.Kind == dump.KindAttachment || !imp.o.Has(TypeRevisionDocuments) {
+			return nil
+		}
+		rev, err := revisionItem(it.JSON)
+		if err != nil {
+			return err
+		}
+		if !imp.o.wantsCollection(rev.Collection) {
+			return nil
+		}
+		imp.add(rev)
 		r.add(func() { r.RevisionDocuments.ReadCount++ })
-		imp.notYet(it.Section, "revisions")
 	case "Tombstones", "DocsDeletions":
 		r.add(func() { r.Tombstones.ReadCount++ })
 		imp.notYet(it.Section, "tombstones")
@@ -369,8 +379,10 @@ func (imp *importer) flush() error {
 	batch := imp.batch
 	imp.batch, imp.batchBytes, imp.pending, imp.conflicts = make([]storage.Item, 0, importBatch), 0, false, false
 	res := imp.res
+	skipRevisions := imp.o.SkipRevisionCreation
 	imp.inflight = imp.db.Submit(imp.ctx, func(tx *storage.Tx) error {
 		var last int64
+		tx.SkipRevisionCreation(skipRevisions)
 		for _, it := range batch {
 			if it.ChangeVector == "" {
 				info, err := tx.Put(it.ID, document.Parsed{Body: it.Body, Collection: it.Collection}, nil)

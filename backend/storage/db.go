@@ -103,6 +103,8 @@ type DB struct {
 	resolverMu sync.RWMutex
 	resolver   Resolver
 
+	rev revisionsState // revisions.go
+
 	// The etag mark (damage.go), written by the writer goroutine.
 	mark       *os.File
 	markBuf    []byte
@@ -357,7 +359,7 @@ func (db *DB) load(opts Options) error {
 	// The etag counter never goes below what the file holds, nor below this
 	// node's own entry in the database vector.
 	var maxEtag sql.NullInt64
-	if err := db.writer.QueryRow(`SELECT max(m) FROM (SELECT max(etag) AS m FROM docs UNION ALL SELECT max(etag) FROM tombstones UNION ALL SELECT max(etag) FROM conflicts)`).Scan(&maxEtag); err != nil {
+	if err := db.writer.QueryRow(`SELECT max(m) FROM (SELECT max(etag) AS m FROM docs UNION ALL SELECT max(etag) FROM tombstones UNION ALL SELECT max(etag) FROM conflicts UNION ALL SELECT max(etag) FROM revisions)`).Scan(&maxEtag); err != nil {
 		return err
 	}
 	if maxEtag.Int64 > db.lastEtag {
@@ -390,6 +392,10 @@ func (db *DB) load(opts Options) error {
 		return err
 	}
 	db.conflicted.Store(any > 0)
+	if err := db.writer.QueryRow(`SELECT count(*) FROM (SELECT 1 FROM revisions LIMIT 1)`).Scan(&any); err != nil {
+		return err
+	}
+	db.rev.has.Store(any > 0)
 	crows, err := db.writer.Query(`SELECT key, name, docs, tombstones FROM collections`)
 	if err != nil {
 		return err
@@ -564,7 +570,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 	tx := &Tx{
 		db:       db,
 		tx:       sqlTx,
-		now:      time.Now().UTC(),
+		now:      db.clockNow(),
 		lastEtag: db.lastEtag,
 		cv:       db.cv,
 		cvText:   db.cvText,
@@ -655,7 +661,10 @@ func (db *DB) runBatch(batch []*writeReq) {
 	// A transaction that only stored conflict versions has no document
 	// change, but watchers (the studio, replication senders: conflict
 	// versions travel too) still need to hear about it.
-	if len(tx.changes) > 0 || tx.anyConflicts {
+	if tx.revWritten {
+		db.rev.has.Store(true)
+	}
+	if len(tx.changes) > 0 || tx.anyConflicts || tx.revWritten {
 		db.hooksMu.RLock()
 		for _, h := range db.hooks {
 			h(tx.changes)

@@ -26,6 +26,11 @@ type Item struct {
 	Body         []byte
 	// Conflict: the item is a stored conflict version.
 	Conflict bool
+	// Kind is what the item is: a document version (or tombstone), or an
+	// extension's item (KindRevision, ...).
+	Kind ItemKind
+	// RevisionFlags are a KindRevision item's flags.
+	RevisionFlags RevisionFlags
 	// Unordered: the version's vector does not carry a fresh entry of the
 	// copy that wrote it (a merge of concurrent versions, a conflict
 	// version, or a version that came from one), so copies may learn of it
@@ -34,6 +39,13 @@ type Item struct {
 	// items that means the destination has it or something newer.
 	Unordered bool
 }
+
+// ItemKind says what a replicated item is (bits 2-4 of the wire's kind
+// byte).
+type ItemKind uint8
+
+// KindDocument is a document version or a tombstone.
+const KindDocument ItemKind = 0
 
 // flagUnordered marks a stored version as Unordered (docs and tombstones
 // flags column).
@@ -178,6 +190,13 @@ func (tx *Tx) localVersion(key string) (localVersion, error) {
 // version as a conflict). The database vector absorbs the item's vector in
 // every case.
 func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
+	switch it.Kind {
+	case KindDocument:
+	case KindRevision:
+		return tx.applyRevision(it)
+	default:
+		return Skipped, dberr.New(dberr.BadRequest, "replicated item %s: unknown kind %d", it.ID, it.Kind)
+	}
 	incoming, err := changevector.Parse(it.ChangeVector)
 	if err != nil {
 		return Skipped, dberr.New(dberr.BadRequest, "replicated item %s: %v", it.ID, err)
@@ -309,7 +328,7 @@ func (tx *Tx) writeVersion(key string, it Item, local localVersion) error {
 		}
 		tx.delta(ckey, cname).Tombstones++
 		tx.changes = append(tx.changes, Change{Type: "Delete", ID: id, Collection: cname, ChangeVector: it.ChangeVector, Etag: etag})
-		return nil
+		return tx.revisionAfterReplicatedDelete(key, cname)
 	}
 	if _, err := tx.exec(sqlInsertReplDoc, etag, key, id, cname, it.ChangeVector, lm, flags, it.Body); err != nil {
 		return err
@@ -384,8 +403,10 @@ func (tx *Tx) addConflict(key string, it Item) error {
 		tomb = 1
 	}
 	_, cname := tx.collectionKey(it.Collection)
-	_, err := tx.exec(sqlInsertConflict, tx.lastEtag, key, it.ID, cname, it.ChangeVector, it.LastModified.UnixNano(), tomb, it.Body)
-	return err
+	if _, err := tx.exec(sqlInsertConflict, tx.lastEtag, key, it.ID, cname, it.ChangeVector, it.LastModified.UnixNano(), tomb, it.Body); err != nil {
+		return err
+	}
+	return tx.revisionOfConflict(key, it)
 }
 
 func (tx *Tx) dropConflicts(key string) error {

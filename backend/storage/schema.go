@@ -93,4 +93,19 @@ CREATE TABLE IF NOT EXISTS id_numbers (
 	max_n  INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 
+-- Revisions: stored versions of documents, identified by their change
+-- vector. They draw etags from the documents' counter and replicate in one
+-- etag order with them (see revisions.go).
+CREATE TABLE IF NOT EXISTS revisions (
+	etag          INTEGER PRIMARY KEY,
+	change_vector TEXT NOT NULL UNIQUE,
+	key           TEXT NOT NULL,              -- lower-cased document id
+	id            TEXT NOT NULL,
+	collection    TEXT NOT NULL,
+	last_modified INTEGER NOT NULL,           -- unix nanoseconds, UTC
+	flags         INTEGER NOT NULL DEFAULT 0, -- RevisionFlags
+	body          BLOB                        -- stored form; NULL for a delete revision
+);
+CREATE INDEX IF NOT EXISTS revisions_key ON revisions(key, last_modified, etag);
+
 `

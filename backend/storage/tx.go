@@ -40,6 +40,11 @@ type Tx struct {
 	anyConflicts bool
 	// actor is who the current request's resolutions are logged as.
 	actor string
+	// revWritten: this transaction stored a revision (revisions.go);
+	// skipRev: the current request's puts create none.
+	revWritten, skipRev bool
+	revCfg              *RevisionsConfig // read once per transaction (revisionsConfig)
+	revCfgRead          bool
 }
 
 // stmt returns the prepared statement for q bound to this transaction.
@@ -62,7 +67,7 @@ func (tx *Tx) run(fn func(*Tx) error) error {
 	if _, err := tx.exec(sqlSavepoint); err != nil {
 		return err
 	}
-	tx.actor = ""
+	tx.actor, tx.skipRev = "", false
 	etag, cv, cvText, nchanges := tx.lastEtag, tx.cv, tx.cvText, len(tx.changes)
 	saved := make(map[string]Collection, len(tx.deltas))
 	for k, d := range tx.deltas {
@@ -165,7 +170,7 @@ func (d *Document) Truncated() bool { return d.Size > int64(len(d.Body)) }
 
 // AppendJSON writes the document as clients see it, metadata included.
 func (d *Document) AppendJSON(dst []byte) []byte {
-	return document.AppendJSON(dst, d.Body, d.ID, d.ChangeVector, d.LastModified)
+	return appendDocFlags(document.AppendJSON(dst, d.Body, d.ID, d.ChangeVector, d.LastModified), len(dst), d.Flags)
 }
 
 // Info describes a write's outcome.
@@ -335,6 +340,9 @@ func (tx *Tx) Put(id string, doc document.Parsed, expected *string) (Info, error
 		}
 	}
 	info, err := tx.put(id, key, known, doc, expected)
+	if err == nil {
+		err = tx.revisionAfterPut(LowerID(info.ID), info, doc.Body)
+	}
 	if err == nil && len(resolved) > 0 {
 		err = tx.logResolution(info.ID, info.Collection, "manual", tx.by(), resolved, Version{
 			ID: info.ID, Collection: info.Collection, ChangeVector: info.ChangeVector, LastModified: info.LastModified, Body: doc.Body,
@@ -515,7 +523,8 @@ func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err 
 	d.Tombstones++
 	tx.noteID(old.id, -1)
 	tx.changes = append(tx.changes, Change{Type: "Delete", ID: old.id, Collection: cname, ChangeVector: cv, Etag: etag})
-	return Info{ID: old.id, Collection: cname, ChangeVector: cv, Etag: etag, LastModified: tx.now}, true, nil
+	info = Info{ID: old.id, Collection: cname, ChangeVector: cv, Etag: etag, LastModified: tx.now}
+	return info, true, tx.revisionAfterDelete(key, info)
 }
 
 func concurrencyErr(format string, args ...any) error {

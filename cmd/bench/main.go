@@ -69,6 +69,7 @@ type config struct {
 	tlsRounds   int             // tls: interleaved bulk-insert rounds
 	indexDocs   int             // indexes: documents in the indexed collection (0 skips)
 	smugDocs    int             // smuggler: documents exported and imported (0 skips)
+	extDocs     int             // extensions: writes per measured side (0 skips)
 	refDocs     int             // indexes: documents referencing one document (LoadDocument)
 	pg          string          // bulkinsert: a PostgreSQL DSN, "auto" (a throwaway server) or "" (skip)
 	cmpxchgTxs  int             // extensions: cluster-wide transactions per side (0 skips)
@@ -109,6 +110,7 @@ func main() {
 	flag.IntVar(&c.handshakes, "handshakes", 2000, "tls section: requests on new connections per kind (plain, full handshake, resumed) (0 skips them)")
 	flag.IntVar(&c.indexDocs, "index-docs", 1_000_000, "indexes: documents in the indexed collection (0 skips the section)")
 	flag.IntVar(&c.smugDocs, "smuggler-docs", 1_000_000, "smuggler: documents exported and imported (0 skips the section)")
+	flag.IntVar(&c.extDocs, "extensions-docs", 100_000, "extensions: writes per measured side (0 skips the section)")
 	flag.IntVar(&c.refDocs, "ref-docs", 10_000, "indexes: documents referencing one document for the LoadDocument measurement")
 	flag.IntVar(&c.changesSubs, "changes-subs", 100, "changes: Changes API subscribers, in a child process (0 skips the section)")
 	flag.IntVar(&c.changesRate, "changes-rate", 1000, "changes: document writes per second")
@@ -321,7 +323,7 @@ func run(c config, out io.Writer) error {
 		}
 	}
 	if c.runs("extensions") {
-		for _, part := range []func(io.Writer, config) error{extensionsCmpXchg} {
+		for _, part := range []func(io.Writer, config) error{extensionsCmpXchg, extensionsRevisions} {
 			if err := part(out, c); err != nil {
 				return err
 			}
@@ -715,4 +717,13 @@ func probe(out io.Writer, path string, n int) error {
 		return fmt.Errorf("probe count over bound for N=%d", n)
 	}
 	return nil
+}
+
+// extensionsRevisions is the extensions section's revisions part.
+func extensionsRevisions(out io.Writer, c config) error {
+	if c.extDocs <= 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "\n## Revisions, %d writes per side (storage engine, no HTTP)\n", c.extDocs)
+	return revisionsBench(out, c.dir, c.extDocs)
 }

@@ -158,6 +158,7 @@ func (a *API) Register(e *echo.Echo) {
 	g.GET("/configuration/client", a.clientConfiguration)
 	g.GET("/healthcheck", a.healthcheck)
 	a.registerConflicts(e, g)
+	a.registerRevisions(g)
 	a.registerSubscriptions(g)
 	a.registerQueries(g)
 	a.registerIndexes(e, g)
@@ -251,6 +252,7 @@ func etagOf(docs []*storage.Document, extra []*storage.Document) string {
 				continue
 			}
 			h.Write(strconv.AppendInt(buf[:0], d.Etag, 10))
+			h.Write(strconv.AppendInt(append(buf[:0], '/'), d.Flags, 10)) // served flags (HasRevisions) change without an etag on a replica
 			h.Write([]byte{','})
 		}
 		h.Write([]byte{'|'})

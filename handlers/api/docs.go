@@ -529,6 +529,8 @@ func appendResult(buf []byte, r batch.Result) []byte {
 		buf = append(buf, `,"@last-modified":"`...)
 		buf = r.LastModified.UTC().AppendFormat(buf, document.TimeFormat)
 		buf = append(buf, `"}`...)
+	case batch.ForceRevision:
+		buf = appendForceRevisionResult(buf, r)
 	default:
 		buf = append(buf, `{"Id":`...)
 		buf = document.AppendString(buf, r.ID)

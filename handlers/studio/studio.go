@@ -198,6 +198,7 @@ func (s *Studio) Register(e *echo.Echo) {
 	s.registerCmpXchg(db)
 	s.registerStats(db)
 	s.registerConflicts(db)
+	s.registerRevisions(db)
 	s.registerReplication(db)
 	s.registerSubscriptions(db)
 	s.registerQuery(db)

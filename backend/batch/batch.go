@@ -34,6 +34,8 @@ type Command struct {
 	ChangeVector *string
 	Document     document.Parsed
 	hasDocument  bool
+	// TimeSeries is a TimeSeries command's changes (timeseries.go).
+	TimeSeries *storage.TSOp
 }
 
 // MaxCommands bounds the commands of one batch.
@@ -255,6 +257,10 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 			}
 			c.Document = doc
 			c.hasDocument = true
+		case "TimeSeries":
+			if c.TimeSeries, err = readTimeSeries(dec, i); err != nil {
+				return c, err
+			}
 		default:
 			// OriginalChangeVector, ForceRevisionCreationStrategy and other
 			// fields Rookery does not use.
@@ -274,6 +280,10 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 	case Delete:
 		if !idSeen || strings.TrimSpace(c.ID) == "" {
 			return c, dberr.New(dberr.BadRequest, "command %d: DELETE requires an Id", i)
+		}
+	case TimeSeries:
+		if err := checkTimeSeries(c, idSeen, i); err != nil {
+			return c, err
 		}
 	case "":
 		return c, dberr.New(dberr.BadRequest, "command %d has no Type", i)
@@ -350,6 +360,11 @@ func Execute(ctx context.Context, db *storage.DB, ident Identities, cmds []Comma
 					return err
 				}
 				results[i] = Result{Type: Delete, ID: info.ID, ChangeVector: info.ChangeVector, Deleted: deleted}
+			case TimeSeries:
+				if err := tx.TimeSeries(c.ID, *c.TimeSeries); err != nil {
+					return err
+				}
+				results[i] = Result{Type: TimeSeries, ID: c.ID}
 			default:
 				return errors.New("unreachable: unknown command type")
 			}

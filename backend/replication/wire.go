@@ -16,7 +16,9 @@ import (
 //	uint64 LastEtag, little-endian
 //	uint32 item count, little-endian
 //	per item:
-//	  byte     kind: bit 0 Delete (else Put), bit 1 Unordered (see storage.Item)
+//	  byte     kind: bit 0 Delete (else Put), bit 1 Unordered (see storage.Item),
+//	           bits 2-4 storage.ItemKind (0 document, 4 time series; see
+//	           storage.KindTimeSeries for what the fields then carry)
 //	  uvarint  etag
 //	  varint   last modified, unix nanoseconds
 //	  uvarint length + bytes: id, collection, change vector, body
@@ -36,7 +38,14 @@ const MaxBatchItems = 1 << 16
 const (
 	kindDelete    = 1
 	kindUnordered = 2
+	kindShift     = 2    // storage.ItemKind in bits 2-4
+	kindMask      = 0x1c // bits 2-4
 )
+
+// knownKind tells whether a receiver can apply items of kind k.
+func knownKind(k storage.ItemKind) bool {
+	return k == storage.KindDocument || k == storage.KindTimeSeries
+}
 
 var errBadBatch = errors.New("bad replication batch")
 
@@ -63,6 +72,7 @@ func (e *batchEncoder) add(it *storage.Item) {
 	if it.Unordered {
 		kind |= kindUnordered
 	}
+	kind |= byte(it.Kind) << kindShift & kindMask
 	e.buf = append(e.buf, kind)
 	e.buf = binary.AppendUvarint(e.buf, uint64(it.Etag))
 	e.buf = binary.AppendVarint(e.buf, it.LastModified.UnixNano())
@@ -126,6 +136,10 @@ func decodeBatch(b []byte) (lastEtag int64, items []storage.Item, err error) {
 			it.Type = "Delete"
 		}
 		it.Unordered = b[0]&kindUnordered != 0
+		it.Kind = storage.ItemKind(b[0] & kindMask >> kindShift)
+		if !knownKind(it.Kind) || b[0]&^(kindDelete|kindUnordered|kindMask) != 0 {
+			return 0, nil, errBadBatch
+		}
 		b = b[1:]
 		it.Etag = int64(uv())
 		lm, n := binary.Varint(b)

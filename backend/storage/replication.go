@@ -33,7 +33,17 @@ type Item struct {
 	// destination's database vector already covers its vector; for other
 	// items that means the destination has it or something newer.
 	Unordered bool
+	// Kind is what the item is: a document version (KindDocument) or a
+	// change of a document extension (see EXTENSIONS: time series ...).
+	Kind ItemKind
 }
+
+// ItemKind says what a replicated item carries (bits 2-4 of the wire
+// item's kind byte).
+type ItemKind uint8
+
+// KindDocument is a document version or tombstone.
+const KindDocument ItemKind = 0
 
 // flagUnordered marks a stored version as Unordered (docs and tombstones
 // flags column).
@@ -43,7 +53,7 @@ const flagUnordered = 1
 // destination whose database vector is dest: the vector is already merged
 // there and the item is not Unordered.
 func (it Item) Skippable(dest changevector.Vector) bool {
-	if it.Unordered || it.Conflict {
+	if it.Unordered || it.Conflict || it.Kind != KindDocument {
 		return false
 	}
 	cv, err := changevector.ParseStored(it.ChangeVector)
@@ -178,6 +188,13 @@ func (tx *Tx) localVersion(key string) (localVersion, error) {
 // version as a conflict). The database vector absorbs the item's vector in
 // every case.
 func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
+	switch it.Kind {
+	case KindDocument:
+	case KindTimeSeries:
+		return tx.applyTimeSeries(it)
+	default:
+		return Skipped, dberr.New(dberr.BadRequest, "replicated item %s: unknown kind %d", it.ID, it.Kind)
+	}
 	incoming, err := changevector.Parse(it.ChangeVector)
 	if err != nil {
 		return Skipped, dberr.New(dberr.BadRequest, "replicated item %s: %v", it.ID, err)
@@ -248,6 +265,10 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 		!local.tombstone && it.Type == "Put" && bytes.Equal(local.body, it.Body):
 		it.ChangeVector, it.Unordered = merged, true
 		return Merged, tx.writeVersion(key, it, local)
+	case !local.tombstone && it.Type == "Put" && mergeSeriesNames(&it, local.body):
+		// Versions that differ only in their time-series names merge.
+		it.ChangeVector, it.Unordered = merged, true
+		return Merged, tx.writeVersion(key, it, local)
 	case !local.tombstone && it.Type == "Put" && strings.HasPrefix(key, "raven/hilo/"):
 		// HiLo documents never conflict: the highest Max wins, so a range
 		// is never handed out twice.
@@ -304,6 +325,9 @@ func (tx *Tx) writeVersion(key string, it Item, local localVersion) error {
 		flags = flagUnordered // a version that came from a conflict stays unordered
 	}
 	if it.Type == "Delete" {
+		if err := tx.dropSeries(key); err != nil {
+			return err
+		}
 		if _, err := tx.exec(sqlInsertReplTombstone, etag, key, id, cname, local.etag, it.ChangeVector, lm, flags); err != nil {
 			return err
 		}

@@ -127,6 +127,7 @@ func (a *API) Register(e *echo.Echo) {
 	g.PUT("/docs", a.putDoc)
 	g.DELETE("/docs", a.deleteDoc)
 	g.POST("/bulk_docs", a.bulkDocs)
+	a.registerTimeSeries(g)
 	g.GET("/hilo/next", a.hiloNext)
 	g.PUT("/hilo/return", a.hiloReturn)
 	g.POST("/identity/next", a.identityNext)

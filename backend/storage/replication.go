@@ -61,11 +61,19 @@ func (it Item) Skippable(dest changevector.Vector) bool {
 }
 
 // ChangesAfter returns up to limit documents, tombstones and conflict
-// versions with an etag above after, in etag order: what a replication
+// versions, and the extensions' changes (see ScanReplicationAfter), with an
+// etag above after, in etag order: what a replication
 // destination reads next. Conflict versions travel too, so every copy ends
 // up with the same set. See ChangesAfterBytes.
 func (db *DB) ChangesAfter(ctx context.Context, after int64, limit int) ([]Item, error) {
-	return db.ChangesAfterBytes(ctx, after, limit, 0)
+	var out []Item
+	err := db.ScanReplicationAfter(ctx, after, limit, 0, func(it *Item) error {
+		c := *it
+		c.Body = bytes.Clone(it.Body)
+		out = append(out, c)
+		return nil
+	})
+	return out, err
 }
 
 // Outcome says what applying a replicated item did.

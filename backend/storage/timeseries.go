@@ -671,3 +671,28 @@ func (r *TSReader) Stats(id string) ([]TSStats, error) {
 
 // TSTime converts unix milliseconds to a time.
 func TSTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// TSSeries names one series: its document (id and collection) and name.
+type TSSeries struct {
+	DocID, Collection, Name string
+}
+
+// AllSeries lists every series that holds entries, by document key and
+// name (an export walks them).
+func (r *TSReader) AllSeries() ([]TSSeries, error) {
+	rows, err := r.tx.QueryContext(r.ctx, `SELECT s.doc_id, coalesce(d.collection, ''), s.name FROM ts_series s LEFT JOIN docs d ON d.key = s.doc_key
+		WHERE EXISTS (SELECT 1 FROM ts_entries e WHERE e.doc_key = s.doc_key AND e.lname = s.lname) ORDER BY s.doc_key, s.lname`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []TSSeries
+	for rows.Next() {
+		var s TSSeries
+		if err := rows.Scan(&s.DocID, &s.Collection, &s.Name); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}

@@ -128,5 +128,3 @@ func (imp *importer) importTimeSeries(it *dump.Item) error {
 	r.add(func() { r.TimeSeries.ReadCount += n })
 	return nil
 }
-
-

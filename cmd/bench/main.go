@@ -131,6 +131,7 @@ func main() {
 			"tls-docs":          func() { c.tlsDocs = 2000 },
 			"tls-rounds":        func() { c.tlsRounds = 2 },
 			"index-docs":        func() { c.indexDocs = 20_000 },
+			"ts-points":         func() { *tsPoints = 100_000 },
 		}
 		for name, apply := range quickDefaults {
 			if !set[name] {
@@ -167,7 +168,7 @@ func main() {
 }
 
 // sections are the report's parts, for -only.
-var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler"}
+var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler", "extensions"}
 
 // runs tells whether a section is part of this run.
 func (c config) runs(section string) bool { return len(c.only) == 0 || c.only[section] }
@@ -283,6 +284,11 @@ func run(c config, out io.Writer) error {
 			return err
 		}
 		if err := smugglerBench(out, d, c.smugDocs); err != nil {
+			return err
+		}
+	}
+	if c.runs("extensions") {
+		if err := timeseriesBench(out, c.dir); err != nil { // extensions: time series
 			return err
 		}
 	}

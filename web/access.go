@@ -258,6 +258,8 @@ var routeRules = map[string]rule{
 	"GET /studio/db/:db/doc/new":                      dbRead,
 	"POST /studio/db/:db/doc/new":                     dbWrite,
 	"GET /studio/db/:db/hilo":                         dbRead,
+	"GET /studio/db/:db/timeseries":                   dbRead,
+	"GET /studio/db/:db/timeseries/points":            dbRead,
 	"GET /studio/db/:db/identities":                   dbRead,
 	"POST /studio/db/:db/identities/seed":             dbAdmin.audited("identity.seed", "form:prefix"),
 	"GET /studio/db/:db/stats":                        dbRead,

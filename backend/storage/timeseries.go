@@ -696,3 +696,44 @@ func (r *TSReader) AllSeries() ([]TSSeries, error) {
 	}
 	return out, rows.Err()
 }
+
+// Sample visits at most about buckets entries of [from, to], in time order:
+// the first entry of each of buckets equal slices of the range (all of them
+// when the range holds fewer). SQLite walks the range once without handing
+// every row out, so a chart of a million points stays cheap.
+func (r *TSReader) Sample(id, name string, from, to int64, buckets int, fn func(e *TSEntry) error) error {
+	if from == TSMin || to == TSMax {
+		var lo, hi sql.NullInt64
+		if err := r.tx.QueryRowContext(r.ctx, `SELECT min(ts), max(ts) FROM ts_entries WHERE doc_key = ? AND lname = ? AND ts >= ? AND ts <= ?`,
+			LowerID(id), strings.ToLower(name), from, to).Scan(&lo, &hi); err != nil || !lo.Valid {
+			return err
+		}
+		from, to = lo.Int64, hi.Int64
+	}
+	width := (to - from) / int64(max(buckets, 1))
+	if width < 1 {
+		width = 1
+	}
+	rows, err := r.tx.QueryContext(r.ctx, `SELECT min(ts), lamport, data FROM ts_entries WHERE doc_key = ? AND lname = ? AND ts >= ? AND ts <= ? GROUP BY (ts - ?) / ? ORDER BY 1`,
+		LowerID(id), strings.ToLower(name), from, to, from, width)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var e TSEntry
+	var data []byte
+	for rows.Next() {
+		if err := rows.Scan(&e.Timestamp, &e.Lamport, &data); err != nil {
+			return err
+		}
+		tag, v, err := decodeTSData(data, nil)
+		if err != nil {
+			return err
+		}
+		e.Tag, e.Values = tag, v
+		if err := fn(&e); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

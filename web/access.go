@@ -121,23 +121,24 @@ var routeRules = map[string]rule{
 	"GET /internal/subscriptions/monitor": nodeOnly,
 
 	// One database: documents, ids, statistics.
-	"GET /databases/:db/docs":       dbRead,
-	"POST /databases/:db/docs":      dbRead, // loads many ids
-	"HEAD /databases/:db/docs":      dbRead,
-	"PUT /databases/:db/docs":       dbWrite,
-	"DELETE /databases/:db/docs":    dbWrite,
-	"POST /databases/:db/bulk_docs": dbWrite,
+	"GET /databases/:db/docs":             dbRead,
+	"POST /databases/:db/docs":            dbRead, // loads many ids
+	"HEAD /databases/:db/docs":            dbRead,
+	"PUT /databases/:db/docs":             dbWrite,
+	"DELETE /databases/:db/docs":          dbWrite,
+	"POST /databases/:db/bulk_docs":       dbWrite,
+	"GET /databases/:db/hilo/next":        dbWrite,
+	"PUT /databases/:db/hilo/return":      dbWrite,
+	"POST /databases/:db/identity/next":   dbWrite,
+	"POST /databases/:db/identity/seed":   dbAdmin.audited("identity.seed", "query:name"),
+	"GET /databases/:db/debug/identities": dbRead,
+	"GET /databases/:db/stats":            dbRead,
+
 	// Time series (handlers/api/timeseries.go).
 	"GET /databases/:db/timeseries":        dbRead,
 	"POST /databases/:db/timeseries":       dbWrite,
 	"GET /databases/:db/timeseries/ranges": dbRead,
 	"GET /databases/:db/timeseries/stats":  dbRead,
-	"GET /databases/:db/hilo/next":         dbWrite,
-	"PUT /databases/:db/hilo/return":       dbWrite,
-	"POST /databases/:db/identity/next":    dbWrite,
-	"POST /databases/:db/identity/seed":    dbAdmin.audited("identity.seed", "query:name"),
-	"GET /databases/:db/debug/identities":  dbRead,
-	"GET /databases/:db/stats":             dbRead,
 
 	// Import and export (issue 13): an export reads, an import writes
 	// (documents, index definitions, identities, subscriptions), as in

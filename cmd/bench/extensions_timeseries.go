@@ -34,6 +34,9 @@ const tsBenchStart = int64(1_796_601_600_000) // 2026-12-07T00:00:00Z
 
 func tsBenchValues(i int) []float64 { return []float64{float64(i), float64(i%100) / 3} }
 
+// extensionsTimeSeries is the time-series part of the extensions section.
+func extensionsTimeSeries(out io.Writer, c config) error { return timeseriesBench(out, c.dir) }
+
 func timeseriesBench(out io.Writer, dir string) error {
 	n, batch := *tsPoints, max(*tsBatch, 1)
 	fmt.Fprintf(out, "\n## Time series: %d points (one a second, 2 values), %d per transaction\n", n, batch)

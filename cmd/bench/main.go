@@ -288,8 +288,10 @@ func run(c config, out io.Writer) error {
 		}
 	}
 	if c.runs("extensions") {
-		if err := timeseriesBench(out, c.dir); err != nil { // extensions: time series
-			return err
+		for _, part := range []func(io.Writer, config) error{extensionsTimeSeries} {
+			if err := part(out, c); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

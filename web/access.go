@@ -143,6 +143,11 @@ var routeRules = map[string]rule{
 	"PATCH /databases/:db/docs":         dbWrite,
 	"POST /databases/:db/multi_get":     dbRead,
 	"GET /databases/:db/stats/detailed": dbRead,
+	// Time series (handlers/api/timeseries.go).
+	"GET /databases/:db/timeseries":        dbRead,
+	"POST /databases/:db/timeseries":       dbWrite,
+	"GET /databases/:db/timeseries/ranges": dbRead,
+	"GET /databases/:db/timeseries/stats":  dbRead,
 
 	// Import and export (issue 13): an export reads, an import writes
 	// (documents, index definitions, identities, subscriptions), as in
@@ -273,6 +278,8 @@ var routeRules = map[string]rule{
 	"GET /studio/db/:db/doc/new":                      dbRead,
 	"POST /studio/db/:db/doc/new":                     dbWrite,
 	"GET /studio/db/:db/hilo":                         dbRead,
+	"GET /studio/db/:db/timeseries":                   dbRead,
+	"GET /studio/db/:db/timeseries/points":            dbRead,
 	"GET /studio/db/:db/identities":                   dbRead,
 	"GET /studio/db/:db/cmpxchg":                      dbRead,
 	"POST /studio/db/:db/cmpxchg/put":                 dbWrite.audited("cmpxchg.put", "form:key"),

@@ -45,6 +45,8 @@ type Command struct {
 	// transaction's atomic guard); see cmpxchg.go.
 	Index                int64
 	OriginalChangeVector *string
+	// TimeSeries is a TimeSeries command's changes (timeseries.go).
+	TimeSeries *storage.TSOp
 }
 
 // MaxCommands bounds the commands of one batch.
@@ -306,6 +308,10 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 			if err := readPatchField(dec, g, &c, nameTok.String(), i); err != nil {
 				return c, err
 			}
+		case "TimeSeries":
+			if c.TimeSeries, err = readTimeSeries(dec, i); err != nil {
+				return c, err
+			}
 		default:
 			// OriginalChangeVector, ForceRevisionCreationStrategy and other
 			// fields Rookery does not use.
@@ -340,6 +346,10 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 	case ForceRevision:
 		if !idSeen || strings.TrimSpace(c.ID) == "" {
 			return c, dberr.New(dberr.BadRequest, "command %d: ForceRevisionCreation requires an Id", i)
+		}
+	case TimeSeries:
+		if err := checkTimeSeries(c, idSeen, i); err != nil {
+			return c, err
 		}
 	case "":
 		return c, dberr.New(dberr.BadRequest, "command %d has no Type", i)
@@ -469,6 +479,11 @@ func ExecuteWith(ctx context.Context, db *storage.DB, ident Identities, cmds []C
 					return err
 				}
 				results[i] = Result{Type: ForceRevision, ID: info.ID, ChangeVector: info.ChangeVector, LastModified: info.LastModified, RevisionCreated: created}
+			case TimeSeries:
+				if err := tx.TimeSeries(c.ID, *c.TimeSeries); err != nil {
+					return err
+				}
+				results[i] = Result{Type: TimeSeries, ID: c.ID}
 			default:
 				return errors.New("unreachable: unknown command type")
 			}

@@ -17,7 +17,9 @@ import (
 //	uint32 item count, little-endian
 //	per item:
 //	  byte     kind: bit 0 Delete (else Put), bit 1 Unordered (see storage.Item),
-//	           bits 2-4 the item's storage.ItemKind (0 document, 2 revision)
+//	           bits 2-4 the item's storage.ItemKind (0 document, 2 revision,
+//	           4 time series; see storage.KindTimeSeries for what the fields
+//	           then carry)
 //	  uvarint  etag
 //	  varint   last modified, unix nanoseconds
 //	  uvarint length + bytes: id, collection, change vector
@@ -39,8 +41,18 @@ const MaxBatchItems = 1 << 16
 const (
 	kindDelete    = 1
 	kindUnordered = 2
-	kindShift     = 2 // the storage.ItemKind sits in bits 2-4
+	kindShift     = 2    // storage.ItemKind in bits 2-4
+	kindMask      = 0x1c // bits 2-4
 )
+
+// knownKind tells whether a receiver can apply items of kind k.
+func knownKind(k storage.ItemKind) bool {
+	switch k {
+	case storage.KindDocument, storage.KindRevision, storage.KindTimeSeries:
+		return true
+	}
+	return false
+}
 
 var errBadBatch = errors.New("bad replication batch")
 
@@ -67,7 +79,7 @@ func (e *batchEncoder) add(it *storage.Item) {
 	if it.Unordered {
 		kind |= kindUnordered
 	}
-	kind |= byte(it.Kind) << kindShift
+	kind |= byte(it.Kind) << kindShift & kindMask
 	e.buf = append(e.buf, kind)
 	e.buf = binary.AppendUvarint(e.buf, uint64(it.Etag))
 	e.buf = binary.AppendVarint(e.buf, it.LastModified.UnixNano())
@@ -134,10 +146,8 @@ func decodeBatch(b []byte) (lastEtag int64, items []storage.Item, err error) {
 			it.Type = "Delete"
 		}
 		it.Unordered = b[0]&kindUnordered != 0
-		it.Kind = storage.ItemKind(b[0] >> kindShift)
-		switch it.Kind {
-		case storage.KindDocument, storage.KindRevision:
-		default:
+		it.Kind = storage.ItemKind(b[0] & kindMask >> kindShift)
+		if !knownKind(it.Kind) || b[0]&^(kindDelete|kindUnordered|kindMask) != 0 {
 			return 0, nil, errBadBatch
 		}
 		b = b[1:]

@@ -85,6 +85,11 @@ func Export(ctx context.Context, db *storage.DB, svc Services, o Options, w io.W
 			return err
 		}
 	}
+	if o.Has(TypeTimeSeries) && o.Has(TypeDocuments) {
+		if err := exportTimeSeries(ctx, db, o, dw, res); err != nil {
+			return err
+		}
+	}
 	if o.Has(TypeIndexes) {
 		res.add(func() { start(&res.Indexes) })
 		if err := dw.Begin("Indexes"); err != nil {

@@ -305,7 +305,9 @@ func (imp *importer) item(it *dump.Item) error {
 	case "CounterGroups", "Counters", "CountersBatch":
 		r.add(func() { r.Counters.ReadCount++ })
 		imp.notYet(it.Section, "counters")
-	case "TimeSeries", "TimeSeriesDeletedRanges":
+	case "TimeSeries":
+		return imp.importTimeSeries(it)
+	case "TimeSeriesDeletedRanges":
 		r.add(func() { r.TimeSeries.ReadCount++ })
 		imp.notYet(it.Section, "time series")
 	case "Attachments", "AttachmentsDeletions":

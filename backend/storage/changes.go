@@ -21,6 +21,28 @@ const sqlChangesAfter = `
 	SELECT CASE flags & 1 WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 0, 1 | (flags << 8), 2 FROM revisions WHERE etag > ?1
 	ORDER BY 2 LIMIT ?2`
 
+// sqlReplicationAfter is sqlChangesAfter with the time series' changes
+// (KindTimeSeries items), for replication only. sqlChangesAfter carries the
+// other extensions' items too (revisions…), which its other readers
+// (indexes, queries, export) skip by Kind.
+const sqlReplicationAfter = `
+	SELECT 'Put', etag, id, collection, change_vector, last_modified, body, 0, flags, 0 FROM docs WHERE etag > ?1
+	UNION ALL
+	SELECT 'Delete', etag, id, collection, change_vector, last_modified, NULL, 0, flags, 0 FROM tombstones WHERE etag > ?1
+	UNION ALL
+	SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 1, 1, 0 FROM conflicts WHERE etag > ?1
+	UNION ALL
+	SELECT CASE flags & 1 WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 0, 1 | (flags << 8), 2 FROM revisions WHERE etag > ?1
+	UNION ALL
+	SELECT 'Put', etag, coalesce((SELECT doc_id FROM ts_series s WHERE s.doc_key = e.doc_key AND s.lname = e.lname), doc_key),
+		coalesce((SELECT name FROM ts_series s WHERE s.doc_key = e.doc_key AND s.lname = e.lname), lname),
+		CAST(lamport AS TEXT), ts * 1, data, 0, 0, 4 FROM ts_entries e WHERE etag > ?1
+	UNION ALL
+	SELECT 'Delete', etag, coalesce((SELECT doc_id FROM ts_series s WHERE s.doc_key = d.doc_key AND s.lname = d.lname), doc_key),
+		coalesce((SELECT name FROM ts_series s WHERE s.doc_key = d.doc_key AND s.lname = d.lname), lname),
+		CAST(lamport AS TEXT), from_ts, CAST(to_ts AS TEXT), 0, 0, 4 FROM ts_deletes d WHERE etag > ?1
+	ORDER BY 2 LIMIT ?2`
+
 // ChangesAfterBytes returns the changes after an etag, in etag order, up to
 // limit items and, when maxBytes > 0, up to about maxBytes: it stops after
 // the item that reaches the bound, so it always returns at least one item
@@ -40,9 +62,20 @@ func (db *DB) ChangesAfterBytes(ctx context.Context, after int64, limit, maxByte
 // the bodies: it.Body is only valid during the call (a sender encodes it
 // straight into a message).
 func (db *DB) ScanChangesAfter(ctx context.Context, after int64, limit, maxBytes int, fn func(it *Item) error) error {
+	return db.scanAfter(ctx, db.rscan, after, limit, maxBytes, fn)
+}
+
+// ScanReplicationAfter is ScanChangesAfter with the changes of the
+// document extensions (Item.Kind != KindDocument) in the same etag order:
+// what a replication sender sends.
+func (db *DB) ScanReplicationAfter(ctx context.Context, after int64, limit, maxBytes int, fn func(it *Item) error) error {
+	return db.scanAfter(ctx, db.rrepl, after, limit, maxBytes, fn)
+}
+
+func (db *DB) scanAfter(ctx context.Context, stmt *sql.Stmt, after int64, limit, maxBytes int, fn func(it *Item) error) error {
 	// Prepared once: replication reads after every commit, and parsing
 	// this compound query cost more than running it.
-	rows, err := db.rscan.QueryContext(ctx, after, limit)
+	rows, err := stmt.QueryContext(ctx, after, limit)
 	if err != nil {
 		return err
 	}
@@ -132,4 +165,17 @@ func (db *DB) CountChangesAfter(ctx context.Context, after int64) (int64, error)
 		}
 	}
 	return total, nil
+}
+
+// CountReplicationAfter is CountChangesAfter plus the extensions' changes
+// after the etag (time-series entries and deleted ranges): the items a
+// replication destination that accepted up to after still lacks.
+func (db *DB) CountReplicationAfter(ctx context.Context, after int64) (int64, error) {
+	n, err := db.CountChangesAfter(ctx, after)
+	if err != nil || after >= db.LastEtag() {
+		return n, err
+	}
+	var ts int64
+	err = db.reader.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM ts_entries WHERE etag > ?1) + (SELECT count(*) FROM ts_deletes WHERE etag > ?1)`, after).Scan(&ts)
+	return n + ts, err
 }

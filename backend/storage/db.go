@@ -76,6 +76,7 @@ type DB struct {
 	wstmts map[string]*sql.Stmt // prepared once on the writer connection
 	rget   *sql.Stmt            // point read on the read pool
 	rscan  *sql.Stmt            // ChangesAfter's read on the read pool
+	rrepl  *sql.Stmt            // ScanReplicationAfter's read (documents and extensions)
 	rcoll  *sql.Stmt            // ScanCollection's read on the read pool
 
 	reqs    chan *writeReq
@@ -430,6 +431,9 @@ func (db *DB) prepare() error {
 	if db.rscan, err = db.reader.Prepare(sqlChangesAfter); err != nil {
 		return err
 	}
+	if db.rrepl, err = db.reader.Prepare(sqlReplicationAfter); err != nil {
+		return err
+	}
 	db.rcoll, err = db.reader.Prepare(sqlCollectionAfter)
 	return err
 }
@@ -514,6 +518,9 @@ func (db *DB) Close() error {
 	}
 	if db.rscan != nil {
 		db.rscan.Close()
+	}
+	if db.rrepl != nil {
+		db.rrepl.Close()
 	}
 	if db.rcoll != nil {
 		db.rcoll.Close()

@@ -27,7 +27,7 @@ type Item struct {
 	// Conflict: the item is a stored conflict version.
 	Conflict bool
 	// Kind is what the item is: a document version (or tombstone), or an
-	// extension's item (KindRevision, ...).
+	// extension's item (KindRevision, KindTimeSeries, ...).
 	Kind ItemKind
 	// RevisionFlags are a KindRevision item's flags.
 	RevisionFlags RevisionFlags
@@ -40,11 +40,11 @@ type Item struct {
 	Unordered bool
 }
 
-// ItemKind says what a replicated item is (bits 2-4 of the wire's kind
-// byte).
+// ItemKind says what a replicated item carries (bits 2-4 of the wire
+// item's kind byte).
 type ItemKind uint8
 
-// KindDocument is a document version or a tombstone.
+// KindDocument is a document version or tombstone.
 const KindDocument ItemKind = 0
 
 // flagUnordered marks a stored version as Unordered (docs and tombstones
@@ -55,7 +55,7 @@ const flagUnordered = 1
 // destination whose database vector is dest: the vector is already merged
 // there and the item is not Unordered.
 func (it Item) Skippable(dest changevector.Vector) bool {
-	if it.Unordered || it.Conflict {
+	if it.Unordered || it.Conflict || it.Kind != KindDocument {
 		return false
 	}
 	cv, err := changevector.ParseStored(it.ChangeVector)
@@ -63,11 +63,19 @@ func (it Item) Skippable(dest changevector.Vector) bool {
 }
 
 // ChangesAfter returns up to limit documents, tombstones and conflict
-// versions with an etag above after, in etag order: what a replication
+// versions, and the extensions' changes (see ScanReplicationAfter), with an
+// etag above after, in etag order: what a replication
 // destination reads next. Conflict versions travel too, so every copy ends
 // up with the same set. See ChangesAfterBytes.
 func (db *DB) ChangesAfter(ctx context.Context, after int64, limit int) ([]Item, error) {
-	return db.ChangesAfterBytes(ctx, after, limit, 0)
+	var out []Item
+	err := db.ScanReplicationAfter(ctx, after, limit, 0, func(it *Item) error {
+		c := *it
+		c.Body = bytes.Clone(it.Body)
+		out = append(out, c)
+		return nil
+	})
+	return out, err
 }
 
 // Outcome says what applying a replicated item did.
@@ -194,6 +202,8 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 	case KindDocument:
 	case KindRevision:
 		return tx.applyRevision(it)
+	case KindTimeSeries:
+		return tx.applyTimeSeries(it)
 	default:
 		return Skipped, dberr.New(dberr.BadRequest, "replicated item %s: unknown kind %d", it.ID, it.Kind)
 	}
@@ -267,6 +277,10 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 		!local.tombstone && it.Type == "Put" && bytes.Equal(local.body, it.Body):
 		it.ChangeVector, it.Unordered = merged, true
 		return Merged, tx.writeVersion(key, it, local)
+	case !local.tombstone && it.Type == "Put" && mergeSeriesNames(&it, local.body):
+		// Versions that differ only in their time-series names merge.
+		it.ChangeVector, it.Unordered = merged, true
+		return Merged, tx.writeVersion(key, it, local)
 	case !local.tombstone && it.Type == "Put" && strings.HasPrefix(key, "raven/hilo/"):
 		// HiLo documents never conflict: the highest Max wins, so a range
 		// is never handed out twice.
@@ -323,6 +337,9 @@ func (tx *Tx) writeVersion(key string, it Item, local localVersion) error {
 		flags = flagUnordered // a version that came from a conflict stays unordered
 	}
 	if it.Type == "Delete" {
+		if err := tx.dropSeries(key); err != nil {
+			return err
+		}
 		if _, err := tx.exec(sqlInsertReplTombstone, etag, key, id, cname, local.etag, it.ChangeVector, lm, flags); err != nil {
 			return err
 		}

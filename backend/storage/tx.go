@@ -410,6 +410,11 @@ func (tx *Tx) put(id, key string, known bool, doc document.Parsed, expected *str
 	if old != nil && !strings.EqualFold(old.collection, cname) {
 		return Info{}, dberr.New(dberr.InvalidOperation, "Changing '%s' from '%s' to '%s' via update is not supported. Delete it and recreate the document.", old.id, old.collection, cname)
 	}
+	if old != nil { // a document's time-series names stay in its body (timeseries.go)
+		if doc.Body, err = tx.withSeriesNames(key, doc.Body, doc.Server["@flags"]); err != nil {
+			return Info{}, err
+		}
+	}
 	etag, cv := tx.nextWrite()
 	lm := tx.now.UnixNano()
 	if old != nil {
@@ -511,6 +516,9 @@ func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err 
 	etag, cv := tx.nextWrite()
 	lm := tx.now.UnixNano()
 	if _, err := tx.exec(sqlDeleteDoc, old.etag); err != nil {
+		return Info{}, false, err
+	}
+	if err := tx.dropSeries(key); err != nil { // its time series go with it
 		return Info{}, false, err
 	}
 	if _, err := tx.exec(sqlInsertTombstone,

@@ -156,6 +156,7 @@ func main() {
 			"changes-rate":      func() { c.changesRate = 200 },
 			"changes-for":       func() { c.changesFor = time.Second },
 			"changes-rounds":    func() { c.changesRounds = 2 },
+			"ts-points":         func() { *tsPoints = 100_000 },
 		}
 		for name, apply := range quickDefaults {
 			if !set[name] {
@@ -323,7 +324,7 @@ func run(c config, out io.Writer) error {
 		}
 	}
 	if c.runs("extensions") {
-		for _, part := range []func(io.Writer, config) error{extensionsCmpXchg, extensionsRevisions} {
+		for _, part := range []func(io.Writer, config) error{extensionsCmpXchg, extensionsRevisions, extensionsTimeSeries} {
 			if err := part(out, c); err != nil {
 				return err
 			}

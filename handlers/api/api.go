@@ -148,6 +148,7 @@ func (a *API) Register(e *echo.Echo) {
 	g.GET("/cmpxchg", a.getCmpXchg)
 	g.PUT("/cmpxchg", a.putCmpXchg)
 	g.DELETE("/cmpxchg", a.deleteCmpXchg)
+	a.registerTimeSeries(g)
 	g.GET("/hilo/next", a.hiloNext)
 	g.PUT("/hilo/return", a.hiloReturn)
 	g.POST("/identity/next", a.identityNext)

@@ -531,6 +531,10 @@ func appendResult(buf []byte, r batch.Result) []byte {
 		buf = append(buf, `"}`...)
 	case batch.ForceRevision:
 		buf = appendForceRevisionResult(buf, r)
+	case batch.TimeSeries:
+		buf = append(buf, `{"Type":"TimeSeries","Id":`...)
+		buf = document.AppendString(buf, r.ID)
+		buf = append(buf, '}')
 	default:
 		buf = append(buf, `{"Id":`...)
 		buf = document.AppendString(buf, r.ID)

@@ -193,6 +193,7 @@ func (s *Studio) Register(e *echo.Echo) {
 	s.registerSmuggler(g, db)
 	s.registerDocuments(db)
 	s.registerDocument(db)
+	s.registerTimeSeries(db)
 	s.registerHiLo(db)
 	s.registerIdentities(db)
 	s.registerCmpXchg(db)

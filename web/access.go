@@ -125,6 +125,8 @@ var routeRules = map[string]rule{
 	"POST /databases/:db/docs":            dbRead, // loads many ids
 	"HEAD /databases/:db/docs":            dbRead,
 	"PUT /databases/:db/docs":             dbWrite,
+	"GET /databases/:db/counters":         dbRead,
+	"POST /databases/:db/counters":        dbWrite,
 	"DELETE /databases/:db/docs":          dbWrite,
 	"POST /databases/:db/bulk_docs":       dbWrite,
 	"GET /databases/:db/hilo/next":        dbWrite,

@@ -34,6 +34,8 @@ type Command struct {
 	ChangeVector *string
 	Document     document.Parsed
 	hasDocument  bool
+	// Counters is a Counters command's operations (counters.go).
+	Counters *CounterOps
 }
 
 // MaxCommands bounds the commands of one batch.
@@ -255,6 +257,10 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 			}
 			c.Document = doc
 			c.hasDocument = true
+		case "Counters":
+			if c.Counters, err = readCounterOps(dec, i); err != nil {
+				return c, err
+			}
 		default:
 			// OriginalChangeVector, ForceRevisionCreationStrategy and other
 			// fields Rookery does not use.
@@ -275,6 +281,10 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 		if !idSeen || strings.TrimSpace(c.ID) == "" {
 			return c, dberr.New(dberr.BadRequest, "command %d: DELETE requires an Id", i)
 		}
+	case Counters:
+		if err := checkCounterCommand(&c, idSeen, i); err != nil {
+			return c, err
+		}
 	case "":
 		return c, dberr.New(dberr.BadRequest, "command %d has no Type", i)
 	default:
@@ -291,6 +301,8 @@ type Result struct {
 	ChangeVector string
 	LastModified time.Time
 	Deleted      bool
+	// Counters are a Counters command's counters after it ran.
+	Counters []storage.Counter
 }
 
 // Identities takes identity values for a database: unique cluster-wide,
@@ -350,6 +362,12 @@ func Execute(ctx context.Context, db *storage.DB, ident Identities, cmds []Comma
 					return err
 				}
 				results[i] = Result{Type: Delete, ID: info.ID, ChangeVector: info.ChangeVector, Deleted: deleted}
+			case Counters:
+				r, err := execCounters(tx, c)
+				if err != nil {
+					return err
+				}
+				results[i] = r
 			default:
 				return errors.New("unreachable: unknown command type")
 			}

@@ -10,11 +10,13 @@ import (
 // sqlChangesAfter reads documents, tombstones and conflict versions after an
 // etag, in etag order. SQLite merges the three rowid-ordered scans (no sort).
 const sqlChangesAfter = `
-	SELECT 'Put', etag, id, collection, change_vector, last_modified, body, 0, flags FROM docs WHERE etag > ?1
+	SELECT 'Put', etag, id, collection, change_vector, last_modified, body, 0, flags, 0 FROM docs WHERE etag > ?1
 	UNION ALL
-	SELECT 'Delete', etag, id, collection, change_vector, last_modified, NULL, 0, flags FROM tombstones WHERE etag > ?1
+	SELECT 'Delete', etag, id, collection, change_vector, last_modified, NULL, 0, flags, 0 FROM tombstones WHERE etag > ?1
 	UNION ALL
-	SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 1, 1 FROM conflicts WHERE etag > ?1
+	SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 1, 1, 0 FROM conflicts WHERE etag > ?1
+	UNION ALL
+	SELECT 'Put', etag, doc_id, name, '', 0, CAST(parts AS BLOB), 0, 0, 3 FROM counters WHERE etag > ?1
 	ORDER BY 2 LIMIT ?2`
 
 // ChangesAfterBytes returns the changes after an etag, in etag order, up to
@@ -48,7 +50,7 @@ func (db *DB) ScanChangesAfter(ctx context.Context, after int64, limit, maxBytes
 	var body sql.RawBytes
 	for rows.Next() {
 		var lm, flags int64
-		if err := rows.Scan(&it.Type, &it.Etag, &it.ID, &it.Collection, &it.ChangeVector, &lm, &body, &it.Conflict, &flags); err != nil {
+		if err := rows.Scan(&it.Type, &it.Etag, &it.ID, &it.Collection, &it.ChangeVector, &lm, &body, &it.Conflict, &flags, &it.Kind); err != nil {
 			return err
 		}
 		it.Unordered = flags&flagUnordered != 0
@@ -115,6 +117,11 @@ func (db *DB) CountChangesAfter(ctx context.Context, after int64) (int64, error)
 	}
 	if db.conflicted.Load() {
 		if err := count(`SELECT count(*) FROM conflicts WHERE etag > ?`, after); err != nil {
+			return 0, err
+		}
+	}
+	if db.hasCounters.Load() {
+		if err := count(`SELECT count(*) FROM counters WHERE etag > ?`, after); err != nil {
 			return 0, err
 		}
 	}

@@ -96,6 +96,8 @@ type DB struct {
 	// conflicted is set once the file holds a conflict (a cheap guard for
 	// loads of missing ids).
 	conflicted atomic.Bool
+	// hasCounters is set once the file holds a counter (counters.go).
+	hasCounters atomic.Bool
 
 	hooksMu sync.RWMutex
 	hooks   []func([]Change)
@@ -352,7 +354,7 @@ func (db *DB) load(opts Options) error {
 	// The etag counter never goes below what the file holds, nor below this
 	// node's own entry in the database vector.
 	var maxEtag sql.NullInt64
-	if err := db.writer.QueryRow(`SELECT max(m) FROM (SELECT max(etag) AS m FROM docs UNION ALL SELECT max(etag) FROM tombstones UNION ALL SELECT max(etag) FROM conflicts)`).Scan(&maxEtag); err != nil {
+	if err := db.writer.QueryRow(`SELECT max(m) FROM (SELECT max(etag) AS m FROM docs UNION ALL SELECT max(etag) FROM tombstones UNION ALL SELECT max(etag) FROM conflicts UNION ALL SELECT max(etag) FROM counters)`).Scan(&maxEtag); err != nil {
 		return err
 	}
 	if maxEtag.Int64 > db.lastEtag {
@@ -385,6 +387,9 @@ func (db *DB) load(opts Options) error {
 		return err
 	}
 	db.conflicted.Store(any > 0)
+	if err := db.loadCounters(); err != nil {
+		return err
+	}
 	crows, err := db.writer.Query(`SELECT key, name, docs, tombstones FROM collections`)
 	if err != nil {
 		return err
@@ -623,6 +628,9 @@ func (db *DB) runBatch(batch []*writeReq) {
 	if tx.anyConflicts {
 		db.conflicted.Store(true)
 	}
+	if tx.anyCounters {
+		db.hasCounters.Store(true)
+	}
 	db.metrics.TxMergeSize.Observe(float64(len(batch)))
 	db.metrics.TxCommitSeconds.Observe(time.Since(start).Seconds())
 	db.metrics.Transactions.WithLabelValues("committed").Inc()
@@ -648,7 +656,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 	// A transaction that only stored conflict versions has no document
 	// change, but watchers (the studio, replication senders: conflict
 	// versions travel too) still need to hear about it.
-	if len(tx.changes) > 0 || tx.anyConflicts {
+	if len(tx.changes) > 0 || tx.anyConflicts || tx.anyCounters {
 		db.hooksMu.RLock()
 		for _, h := range db.hooks {
 			h(tx.changes)

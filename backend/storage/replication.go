@@ -33,7 +33,16 @@ type Item struct {
 	// destination's database vector already covers its vector; for other
 	// items that means the destination has it or something newer.
 	Unordered bool
+	// Kind is what the item carries: a document version (0) or a
+	// document extension's data (EXTENSIONS.md).
+	Kind ItemKind
 }
+
+// ItemKind is the type of a replicated item (bits 2-4 of its wire kind).
+type ItemKind uint8
+
+// KindDocument is a document version or tombstone.
+const KindDocument ItemKind = 0
 
 // flagUnordered marks a stored version as Unordered (docs and tombstones
 // flags column).
@@ -43,7 +52,7 @@ const flagUnordered = 1
 // destination whose database vector is dest: the vector is already merged
 // there and the item is not Unordered.
 func (it Item) Skippable(dest changevector.Vector) bool {
-	if it.Unordered || it.Conflict {
+	if it.Unordered || it.Conflict || it.Kind != KindDocument {
 		return false
 	}
 	cv, err := changevector.ParseStored(it.ChangeVector)
@@ -178,6 +187,13 @@ func (tx *Tx) localVersion(key string) (localVersion, error) {
 // version as a conflict). The database vector absorbs the item's vector in
 // every case.
 func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
+	switch it.Kind {
+	case KindDocument:
+	case KindCounters:
+		return tx.applyCounters(it)
+	default:
+		return Skipped, dberr.New(dberr.BadRequest, "replicated item %s: unknown kind %d", it.ID, it.Kind)
+	}
 	incoming, err := changevector.Parse(it.ChangeVector)
 	if err != nil {
 		return Skipped, dberr.New(dberr.BadRequest, "replicated item %s: %v", it.ID, err)
@@ -304,6 +320,9 @@ func (tx *Tx) writeVersion(key string, it Item, local localVersion) error {
 		flags = flagUnordered // a version that came from a conflict stays unordered
 	}
 	if it.Type == "Delete" {
+		if err := tx.dropCounters(key); err != nil {
+			return err
+		}
 		if _, err := tx.exec(sqlInsertReplTombstone, etag, key, id, cname, local.etag, it.ChangeVector, lm, flags); err != nil {
 			return err
 		}

@@ -93,4 +93,4 @@ CREATE TABLE IF NOT EXISTS id_numbers (
 	max_n  INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 
-`
+` + CounterSchema

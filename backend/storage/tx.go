@@ -40,6 +40,8 @@ type Tx struct {
 	anyConflicts bool
 	// actor is who the current request's resolutions are logged as.
 	actor string
+	// anyCounters: this transaction wrote a counter.
+	anyCounters bool
 }
 
 // stmt returns the prepared statement for q bound to this transaction.
@@ -158,6 +160,11 @@ type Document struct {
 	// (PageByEtag and PageByID with maxBody, GetPrefix) whose Body may be
 	// only a prefix of it; 0 from the others.
 	Size int64
+	// Counters are the names of the document's live counters and
+	// CountersEtag the last etag of its counters, set by the reads that
+	// serve documents to clients (see AddCounterNames).
+	Counters     []string
+	CountersEtag int64
 }
 
 // Truncated tells whether Body is only a prefix of the stored body.
@@ -165,6 +172,9 @@ func (d *Document) Truncated() bool { return d.Size > int64(len(d.Body)) }
 
 // AppendJSON writes the document as clients see it, metadata included.
 func (d *Document) AppendJSON(dst []byte) []byte {
+	if len(d.Counters) > 0 {
+		return appendCountersMetadata(dst, d)
+	}
 	return document.AppendJSON(dst, d.Body, d.ID, d.ChangeVector, d.LastModified)
 }
 
@@ -503,6 +513,9 @@ func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err 
 	etag, cv := tx.nextWrite()
 	lm := tx.now.UnixNano()
 	if _, err := tx.exec(sqlDeleteDoc, old.etag); err != nil {
+		return Info{}, false, err
+	}
+	if err := tx.dropCounters(key); err != nil {
 		return Info{}, false, err
 	}
 	if _, err := tx.exec(sqlInsertTombstone,

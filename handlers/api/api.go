@@ -127,6 +127,7 @@ func (a *API) Register(e *echo.Echo) {
 	g.PUT("/docs", a.putDoc)
 	g.DELETE("/docs", a.deleteDoc)
 	g.POST("/bulk_docs", a.bulkDocs)
+	a.registerCounters(g)
 	g.GET("/hilo/next", a.hiloNext)
 	g.PUT("/hilo/return", a.hiloReturn)
 	g.POST("/identity/next", a.identityNext)
@@ -230,6 +231,9 @@ func etagOf(docs []*storage.Document, extra []*storage.Document) string {
 				continue
 			}
 			h.Write(strconv.AppendInt(buf[:0], d.Etag, 10))
+			if d.CountersEtag > 0 {
+				h.Write(strconv.AppendInt(append(buf[:0], 'c'), d.CountersEtag, 10))
+			}
 			h.Write([]byte{','})
 		}
 		h.Write([]byte{'|'})

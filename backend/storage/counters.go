@@ -171,8 +171,23 @@ func (tx *Tx) writeCounterRow(docKey, key string, r counterRow, etag int64) (Cou
 	return Counter{DocID: r.docID, Name: r.name, Etag: etag, Total: total, Live: live, Parts: r.parts}, nil
 }
 
+// MissingDocumentError is a counter write on a document that does not
+// exist. It is told to clients as DocumentDoesNotExistException with a 400:
+// the clients turn a 404 of a batch into "no response" instead of the
+// exception.
+type MissingDocumentError struct{ Err *dberr.Error }
+
+func (e MissingDocumentError) Error() string { return e.Err.Error() }
+
+// RavenType names the client's exception.
+func (e MissingDocumentError) RavenType() string {
+	return "Raven.Client.Exceptions.Documents.DocumentDoesNotExistException"
+}
+
+func (e MissingDocumentError) Unwrap() error { return e.Err }
+
 func counterMissingDoc(docID string) error {
-	return dberr.New(dberr.NotFound, "Document '%s' does not exist: counters can only be set on an existing document", docID)
+	return MissingDocumentError{dberr.New(dberr.InvalidOperation, "Cannot operate on counters of document '%s': the document does not exist", docID)}
 }
 
 // IncrementCounter adds delta to this copy's part of a counter of an

@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,8 +41,9 @@ func TestCountersIncrementDeleteReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := incr(t, db, "users/1", "likes", 1); !dberr.Is(err, dberr.NotFound) {
-		t.Fatalf("increment of a missing document: %v, want NotFound", err)
+	var missing storage.MissingDocumentError
+	if _, err := incr(t, db, "users/1", "likes", 1); !errors.As(err, &missing) {
+		t.Fatalf("increment of a missing document: %v, want MissingDocumentError", err)
 	}
 	info, err := put(t, db, "users/1", `{"@metadata":{"@collection":"Users"}}`, nil)
 	if err != nil {

@@ -80,6 +80,11 @@ func Export(ctx context.Context, db *storage.DB, svc Services, o Options, w io.W
 			return err
 		}
 	}
+	if o.Has(TypeCounterGroups) && o.Has(TypeDocuments) {
+		if err := exportCounters(ctx, db, o, dw, res); err != nil {
+			return err
+		}
+	}
 	if o.Has(TypeIndexes) {
 		res.add(func() { start(&res.Indexes) })
 		if err := dw.Begin("Indexes"); err != nil {
@@ -171,6 +176,9 @@ func exportDocs(ctx context.Context, db *storage.DB, o Options, transform *patch
 		err := db.ScanChangesAfter(ctx, after, exportPage, 8<<20, func(it *storage.Item) error {
 			n++
 			after = it.Etag
+			if it.Kind != storage.KindDocument {
+				return nil // extension data (counters, ...) has its own section
+			}
 			if it.Conflict {
 				if conflicts {
 					conflictEtags = append(conflictEtags, it.Etag-1)
@@ -235,7 +243,7 @@ func exportDocs(ctx context.Context, db *storage.DB, o Options, transform *patch
 	for _, e := range conflictEtags {
 		var werr error
 		err := db.ScanChangesAfter(ctx, e, 1, 64<<20, func(it *storage.Item) error {
-			if !it.Conflict || it.Etag != e+1 || !o.wantsCollection(it.Collection) {
+			if !it.Conflict || it.Kind != storage.KindDocument || it.Etag != e+1 || !o.wantsCollection(it.Collection) {
 				return nil
 			}
 			item := map[string]any{"Id": it.ID, "Collection": it.Collection, "ChangeVector": it.ChangeVector,

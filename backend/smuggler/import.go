@@ -289,9 +289,14 @@ func (imp *importer) item(it *dump.Item) error {
 	case "CompareExchange", "CmpXchg", "CompareExchangeTombstones":
 		r.add(func() { r.CompareExchange.ReadCount++ })
 		imp.notYet(it.Section, "compare-exchange values")
-	case "CounterGroups", "Counters", "CountersBatch":
+	case "CounterGroups", "Counters":
+		if !imp.o.Has(TypeCounterGroups) || !imp.o.Has(TypeDocuments) {
+			return nil
+		}
+		return imp.importCounters(it.Section, it.JSON)
+	case "CountersBatch":
 		r.add(func() { r.Counters.ReadCount++ })
-		imp.notYet(it.Section, "counters")
+		imp.notYet(it.Section, "legacy counter batches")
 	case "TimeSeries", "TimeSeriesDeletedRanges":
 		r.add(func() { r.TimeSeries.ReadCount++ })
 		imp.notYet(it.Section, "time series")

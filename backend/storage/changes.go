@@ -16,7 +16,7 @@ const sqlChangesAfter = `
 	UNION ALL
 	SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 1, 1, 0 FROM conflicts WHERE etag > ?1
 	UNION ALL
-	SELECT 'Put', etag, doc_id, name, '', 0, CAST(parts AS BLOB), 0, 0, 3 FROM counters WHERE etag > ?1
+	SELECT 'Put', etag, doc_id, name, '', last_modified, CAST(parts AS BLOB), 0, 0, 3 FROM counters WHERE etag > ?1
 	ORDER BY 2 LIMIT ?2`
 
 // ChangesAfterBytes returns the changes after an etag, in etag order, up to

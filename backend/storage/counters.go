@@ -45,7 +45,8 @@ CREATE TABLE IF NOT EXISTS counters (
 	name    TEXT NOT NULL, -- counter name as first spelled
 	parts   TEXT NOT NULL,
 	total   INTEGER NOT NULL,
-	live    INTEGER NOT NULL -- 0: deleted (kept so that the deletion replicates)
+	live    INTEGER NOT NULL, -- 0: deleted (kept so that the deletion replicates)
+	last_modified INTEGER NOT NULL DEFAULT 0 -- unix nanoseconds, UTC
 );
 CREATE UNIQUE INDEX IF NOT EXISTS counters_doc_key ON counters(doc_key, key);
 `
@@ -103,8 +104,8 @@ func ValidateCounterName(name string) error {
 
 const (
 	sqlCounterGet    = `SELECT etag, doc_id, name, parts FROM counters WHERE doc_key = ? AND key = ?`
-	sqlCounterInsert = `INSERT INTO counters(etag, doc_key, doc_id, key, name, parts, total, live) VALUES(?, ?, ?, ?, ?, ?, ?, ?)`
-	sqlCounterUpdate = `UPDATE counters SET etag = ?, parts = ?, total = ?, live = ? WHERE etag = ?`
+	sqlCounterInsert = `INSERT INTO counters(etag, doc_key, doc_id, key, name, parts, total, live, last_modified) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlCounterUpdate = `UPDATE counters SET etag = ?, parts = ?, total = ?, live = ?, last_modified = ? WHERE etag = ?`
 	sqlCounterDrop   = `DELETE FROM counters WHERE doc_key = ?`
 )
 
@@ -160,9 +161,9 @@ func (tx *Tx) writeCounterRow(docKey, key string, r counterRow, etag int64) (Cou
 	}
 	total, live := sumParts(r.parts)
 	if r.exists {
-		_, err = tx.exec(sqlCounterUpdate, etag, string(raw), total, live, r.etag)
+		_, err = tx.exec(sqlCounterUpdate, etag, string(raw), total, live, tx.now.UnixNano(), r.etag)
 	} else {
-		_, err = tx.exec(sqlCounterInsert, etag, docKey, r.docID, key, r.name, string(raw), total, live)
+		_, err = tx.exec(sqlCounterInsert, etag, docKey, r.docID, key, r.name, string(raw), total, live, tx.now.UnixNano())
 	}
 	if err != nil {
 		return Counter{}, err

@@ -252,6 +252,8 @@ var routeRules = map[string]rule{
 	"GET /studio/db/:db/doc":                          dbRead,
 	"POST /studio/db/:db/doc":                         dbWrite,
 	"POST /studio/db/:db/doc/delete":                  dbWrite,
+	"POST /studio/db/:db/doc/counters/increment":      dbWrite,
+	"POST /studio/db/:db/doc/counters/delete":         dbWrite,
 	"GET /studio/db/:db/doc/new":                      dbRead,
 	"POST /studio/db/:db/doc/new":                     dbWrite,
 	"GET /studio/db/:db/hilo":                         dbRead,

@@ -191,6 +191,7 @@ func (s *Studio) Register(e *echo.Echo) {
 	s.registerSmuggler(g, db)
 	s.registerDocuments(db)
 	s.registerDocument(db)
+	s.registerCounters(db)
 	s.registerHiLo(db)
 	s.registerIdentities(db)
 	s.registerStats(db)

@@ -128,10 +128,9 @@ func execCounters(tx *storage.Tx, c Command) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	if d, err := tx.Get(c.ID); err != nil {
-		return r, err
-	} else if d != nil {
-		r.ID, r.ChangeVector = d.ID, d.ChangeVector
+	// The document itself is unchanged: no DocumentChangeVector.
+	if len(r.Counters) > 0 {
+		r.ID = r.Counters[0].DocID
 	}
 	return r, nil
 }

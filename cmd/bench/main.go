@@ -70,6 +70,7 @@ type config struct {
 	indexDocs   int             // indexes: documents in the indexed collection (0 skips)
 	smugDocs    int             // smuggler: documents exported and imported (0 skips)
 	refDocs     int             // indexes: documents referencing one document (LoadDocument)
+	counterIncs int             // extensions: counter increments per round (0 skips counters)
 	only        map[string]bool // sections to run; all when empty
 	dir         string
 }
@@ -97,6 +98,7 @@ func main() {
 	flag.IntVar(&c.indexDocs, "index-docs", 1_000_000, "indexes: documents in the indexed collection (0 skips the section)")
 	flag.IntVar(&c.smugDocs, "smuggler-docs", 1_000_000, "smuggler: documents exported and imported (0 skips the section)")
 	flag.IntVar(&c.refDocs, "ref-docs", 10_000, "indexes: documents referencing one document for the LoadDocument measurement")
+	flag.IntVar(&c.counterIncs, "counter-incs", 100_000, "extensions: counter increments (and document puts) per round (0 skips counters)")
 	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	only := flag.String("only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
@@ -131,6 +133,7 @@ func main() {
 			"tls-docs":          func() { c.tlsDocs = 2000 },
 			"tls-rounds":        func() { c.tlsRounds = 2 },
 			"index-docs":        func() { c.indexDocs = 20_000 },
+			"counter-incs":      func() { c.counterIncs = 2000 },
 		}
 		for name, apply := range quickDefaults {
 			if !set[name] {
@@ -167,7 +170,7 @@ func main() {
 }
 
 // sections are the report's parts, for -only.
-var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler"}
+var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler", "extensions"}
 
 // runs tells whether a section is part of this run.
 func (c config) runs(section string) bool { return len(c.only) == 0 || c.only[section] }
@@ -284,6 +287,25 @@ func run(c config, out io.Writer) error {
 		}
 		if err := smugglerBench(out, d, c.smugDocs); err != nil {
 			return err
+		}
+	}
+	if c.runs("extensions") {
+		for _, part := range []string{"counters"} {
+			if err := extensionsBench(out, c, url, part); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// extensionsBench runs one document extension's part of the extensions
+// section.
+func extensionsBench(out io.Writer, c config, url, part string) error {
+	switch part {
+	case "counters":
+		if c.counterIncs > 0 {
+			return countersBench(out, c, url)
 		}
 	}
 	return nil

@@ -57,7 +57,7 @@ test.describe("counters", () => {
     await page.getByTestId("doc-counter-name-input").fill("Likes");
     await page.getByTestId("doc-counter-delta-input").evaluate((el) => { el.type = "text"; el.value = "1.5"; });
     await page.getByTestId("doc-counter-increment").click();
-    await expect(page.getByTestId("flash")).toContainText("whole number");
+    await expect(page.getByTestId("flash-error")).toContainText("whole number");
     expect((await counters("posts/1")).Likes).toBe(3);
 
     // Delete.

@@ -1134,6 +1134,10 @@ func (e *exec) render(d *storage.Document, wantBody bool) (json.RawMessage, map[
 		raw, err := marshalProjection(e.q.Select, out, src)
 		return raw, body, err
 	}
+	// A document with counters is served with @counters (storage/counters.go).
+	if err := e.db.AddCounterNames(context.Background(), []*storage.Document{d}); err != nil {
+		return nil, nil, err
+	}
 	return d.AppendJSON(nil), body, nil
 }
 

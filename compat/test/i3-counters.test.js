@@ -118,6 +118,14 @@ describe("counters on one node", () => {
         assert.equal(after.counters[0], null);
     });
 
+    it("query results carry @counters in their metadata", async () => {
+        const { store } = ctx;
+        const s = store.openSession();
+        const posts = await s.query({ collection: "Posts" }).whereEquals("title", "one").all();
+        assert.equal(posts.length, 1);
+        assert.deepEqual(s.advanced.getMetadataFor(posts[0])["@counters"], ["Likes", "Shares"]);
+    });
+
     it("includes counters on load", async () => {
         const { store } = ctx;
         let s = store.openSession();

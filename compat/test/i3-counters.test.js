@@ -126,6 +126,21 @@ describe("counters on one node", () => {
         assert.deepEqual(s.advanced.getMetadataFor(posts[0])["@counters"], ["Likes", "Shares"]);
     });
 
+    it("includes counters in a query", async () => {
+        const { store } = ctx;
+        let s = store.openSession();
+        await s.query({ collection: "Posts" }).whereEquals("title", "one").include(i => i.includeCounter("Likes")).all();
+        let n = s.advanced.numberOfRequests;
+        assert.equal(await s.countersFor("posts/1").get("Likes"), 10);
+        assert.equal(s.advanced.numberOfRequests, n, "the counter came with the query");
+
+        s = store.openSession();
+        await s.query({ collection: "Posts" }).whereEquals("title", "one").include(i => i.includeAllCounters()).all();
+        n = s.advanced.numberOfRequests;
+        assert.deepEqual(await s.countersFor("posts/1").getAll(), { Likes: 10, Shares: 1 });
+        assert.equal(s.advanced.numberOfRequests, n, "all counters came with the query");
+    });
+
     it("includes counters on load", async () => {
         const { store } = ctx;
         let s = store.openSession();

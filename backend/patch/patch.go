@@ -85,6 +85,9 @@ type Env struct {
 	Load func(id string) ([]byte, error)
 	// Output receives output()/console.log() values (debug).
 	Output func(string)
+	// Counters serves counter(), incrementCounter() and deleteCounter()
+	// (counters.go); nil: they throw.
+	Counters Counters
 }
 
 // Run applies the script to a document (JSON with its @metadata, as
@@ -170,6 +173,7 @@ func (s *Script) Run(doc []byte, env Env) (out []byte, changed bool, err error) 
 		return goja.Undefined()
 	}
 	_ = vm.Set("output", out1)
+	installCounters(vm, env.Counters)
 	console := vm.NewObject()
 	_ = console.Set("log", out1)
 	_ = vm.Set("console", console)

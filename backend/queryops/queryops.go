@@ -118,7 +118,7 @@ func Patch(ctx context.Context, r *query.Runner, db *storage.DB, req query.Reque
 						return nil, err
 					}
 					return od.AppendJSON(nil), nil
-				}})
+				}, Counters: storage.PatchCounters{Tx: tx}})
 				if err != nil {
 					return fmt.Errorf("patching %s: %w", id, err)
 				}

@@ -548,3 +548,28 @@ func (tx *Tx) AllCounters(docID string) ([]Counter, error) {
 	}
 	return out, rows.Err()
 }
+
+// PatchCounters gives a patch script the counters of a transaction (it
+// satisfies patch.Counters).
+type PatchCounters struct{ Tx *Tx }
+
+// Counter reads a live counter.
+func (p PatchCounters) Counter(docID, name string) (int64, bool, error) {
+	c, err := p.Tx.Counter(docID, name)
+	if err != nil || c == nil {
+		return 0, false, err
+	}
+	return c.Total, true, nil
+}
+
+// IncrementCounter increments a counter of an existing document.
+func (p PatchCounters) IncrementCounter(docID, name string, delta int64) error {
+	_, err := p.Tx.IncrementCounter(docID, name, delta)
+	return err
+}
+
+// DeleteCounter deletes a counter.
+func (p PatchCounters) DeleteCounter(docID, name string) error {
+	_, err := p.Tx.DeleteCounter(docID, name)
+	return err
+}

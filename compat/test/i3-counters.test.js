@@ -12,7 +12,7 @@ const { describe, it, before, after } = require("node:test");
 const assert = require("node:assert/strict");
 const {
     DocumentStore, CreateDatabaseOperation, CounterBatchOperation, CounterBatch,
-    DocumentCountersOperation, CounterOperation, GetCountersOperation,
+    DocumentCountersOperation, CounterOperation, GetCountersOperation, PatchByQueryOperation,
 } = require("ravendb");
 const h = require("./helpers");
 const { eventually, prepare, removeTmp, Node, startCluster, waitDatabaseOn, killAllSync, dumpLogs, freePort } =
@@ -154,6 +154,20 @@ describe("counters on one node", () => {
         const m = s.advanced.numberOfRequests;
         assert.deepEqual(await s.countersFor("posts/1").getAll(), { Likes: 10, Shares: 1 });
         assert.equal(s.advanced.numberOfRequests, m, "all counters were included");
+    });
+
+    it("patch scripts read, increment and delete counters", async () => {
+        const { store } = ctx;
+        const op = await store.operations.send(new PatchByQueryOperation(
+            "from Posts where title = 'one' update { incrementCounter(this, 'Likes', 5); this.likes = counter(this, 'likes'); " +
+            "incrementCounter(id(this), 'Patched'); deleteCounter(this, 'Shares'); }"));
+        await op.waitForCompletion();
+        const got = await store.operations.send(new GetCountersOperation("posts/1"));
+        assert.deepEqual(got.counters.map(c => [c.counterName, c.totalValue]), [["Likes", 15], ["Patched", 1]]);
+        const s = store.openSession();
+        const post = await s.load("posts/1");
+        assert.equal(post.likes, 15);
+        assert.deepEqual(s.advanced.getMetadataFor(post)["@counters"], ["Likes", "Patched"]);
     });
 
     it("refuses a missing document and drops counters with their document", async () => {

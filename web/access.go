@@ -125,6 +125,8 @@ var routeRules = map[string]rule{
 	"POST /databases/:db/docs":            dbRead, // loads many ids
 	"HEAD /databases/:db/docs":            dbRead,
 	"PUT /databases/:db/docs":             dbWrite,
+	"GET /databases/:db/counters":         dbRead,
+	"POST /databases/:db/counters":        dbWrite,
 	"DELETE /databases/:db/docs":          dbWrite,
 	"POST /databases/:db/bulk_docs":       dbWrite,
 	"POST /databases/:db/bulk_insert":     dbWrite,
@@ -275,6 +277,8 @@ var routeRules = map[string]rule{
 	"GET /studio/db/:db/doc":                          dbRead,
 	"POST /studio/db/:db/doc":                         dbWrite,
 	"POST /studio/db/:db/doc/delete":                  dbWrite,
+	"POST /studio/db/:db/doc/counters/increment":      dbWrite,
+	"POST /studio/db/:db/doc/counters/delete":         dbWrite,
 	"GET /studio/db/:db/doc/new":                      dbRead,
 	"POST /studio/db/:db/doc/new":                     dbWrite,
 	"GET /studio/db/:db/hilo":                         dbRead,

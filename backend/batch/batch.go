@@ -47,6 +47,8 @@ type Command struct {
 	OriginalChangeVector *string
 	// TimeSeries is a TimeSeries command's changes (timeseries.go).
 	TimeSeries *storage.TSOp
+	// Counters is a Counters command's operations (counters.go).
+	Counters *CounterOps
 }
 
 // MaxCommands bounds the commands of one batch.
@@ -312,6 +314,10 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 			if c.TimeSeries, err = readTimeSeries(dec, i); err != nil {
 				return c, err
 			}
+		case "Counters":
+			if c.Counters, err = readCounterOps(dec, i); err != nil {
+				return c, err
+			}
 		default:
 			// OriginalChangeVector, ForceRevisionCreationStrategy and other
 			// fields Rookery does not use.
@@ -351,6 +357,10 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 		if err := checkTimeSeries(c, idSeen, i); err != nil {
 			return c, err
 		}
+	case Counters:
+		if err := checkCounterCommand(&c, idSeen, i); err != nil {
+			return c, err
+		}
 	case "":
 		return c, dberr.New(dberr.BadRequest, "command %d has no Type", i)
 	default:
@@ -371,6 +381,8 @@ type Result struct {
 	Patch *PatchResult
 	// RevisionCreated: a ForceRevisionCreation stored a new revision.
 	RevisionCreated bool
+	// Counters are a Counters command's counters after it ran.
+	Counters []storage.Counter
 }
 
 // Identities takes identity values for a database: unique cluster-wide,
@@ -469,6 +481,12 @@ func ExecuteWith(ctx context.Context, db *storage.DB, ident Identities, cmds []C
 				results[i] = Result{Type: Delete, ID: info.ID, ChangeVector: info.ChangeVector, Deleted: deleted}
 			case Patch:
 				r, err := runPatch(tx, c, scripts, limit, deadline)
+				if err != nil {
+					return err
+				}
+				results[i] = r
+			case Counters:
+				r, err := execCounters(tx, c)
 				if err != nil {
 					return err
 				}

@@ -18,7 +18,7 @@ import (
 //	per item:
 //	  byte     kind: bit 0 Delete (else Put), bit 1 Unordered (see storage.Item),
 //	           bits 2-4 the item's storage.ItemKind (0 document, 2 revision,
-//	           4 time series; see storage.KindTimeSeries for what the fields
+//	           3 counters, 4 time series; see storage.KindTimeSeries for what the fields
 //	           then carry)
 //	  uvarint  etag
 //	  varint   last modified, unix nanoseconds
@@ -48,7 +48,7 @@ const (
 // knownKind tells whether a receiver can apply items of kind k.
 func knownKind(k storage.ItemKind) bool {
 	switch k {
-	case storage.KindDocument, storage.KindRevision, storage.KindTimeSeries:
+	case storage.KindDocument, storage.KindRevision, storage.KindCounters, storage.KindTimeSeries:
 		return true
 	}
 	return false

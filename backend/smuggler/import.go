@@ -302,9 +302,14 @@ func (imp *importer) item(it *dump.Item) error {
 		imp.notYet(it.Section, "tombstones")
 	case "CompareExchange", "CmpXchg", "CompareExchangeTombstones":
 		return imp.importCmpXchg(it)
-	case "CounterGroups", "Counters", "CountersBatch":
+	case "CounterGroups", "Counters":
+		if !imp.o.Has(TypeCounterGroups) || !imp.o.Has(TypeDocuments) {
+			return nil
+		}
+		return imp.importCounters(it.Section, it.JSON)
+	case "CountersBatch":
 		r.add(func() { r.Counters.ReadCount++ })
-		imp.notYet(it.Section, "counters")
+		imp.notYet(it.Section, "legacy counter batches")
 	case "TimeSeries":
 		return imp.importTimeSeries(it)
 	case "TimeSeriesDeletedRanges":

@@ -19,6 +19,8 @@ const sqlChangesAfter = `
 	SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 1, 1, 0 FROM conflicts WHERE etag > ?1
 	UNION ALL
 	SELECT CASE flags & 1 WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 0, 1 | (flags << 8), 2 FROM revisions WHERE etag > ?1
+	UNION ALL
+	SELECT 'Put', etag, doc_id, name, '', last_modified, CAST(parts AS BLOB), 0, 0, 3 FROM counters WHERE etag > ?1
 	ORDER BY 2 LIMIT ?2`
 
 // sqlReplicationAfter is sqlChangesAfter with the time series' changes
@@ -33,6 +35,8 @@ const sqlReplicationAfter = `
 	SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 1, 1, 0 FROM conflicts WHERE etag > ?1
 	UNION ALL
 	SELECT CASE flags & 1 WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 0, 1 | (flags << 8), 2 FROM revisions WHERE etag > ?1
+	UNION ALL
+	SELECT 'Put', etag, doc_id, name, '', last_modified, CAST(parts AS BLOB), 0, 0, 3 FROM counters WHERE etag > ?1
 	UNION ALL
 	SELECT 'Put', etag, coalesce((SELECT doc_id FROM ts_series s WHERE s.doc_key = e.doc_key AND s.lname = e.lname), doc_key),
 		coalesce((SELECT name FROM ts_series s WHERE s.doc_key = e.doc_key AND s.lname = e.lname), lname),
@@ -161,6 +165,11 @@ func (db *DB) CountChangesAfter(ctx context.Context, after int64) (int64, error)
 	}
 	if db.rev.has.Load() {
 		if err := count(`SELECT count(*) FROM revisions WHERE etag > ?`, after); err != nil {
+			return 0, err
+		}
+	}
+	if db.hasCounters.Load() {
+		if err := count(`SELECT count(*) FROM counters WHERE etag > ?`, after); err != nil {
 			return 0, err
 		}
 	}

@@ -97,6 +97,8 @@ type DB struct {
 	// conflicted is set once the file holds a conflict (a cheap guard for
 	// loads of missing ids).
 	conflicted atomic.Bool
+	// hasCounters is set once the file holds a counter (counters.go).
+	hasCounters atomic.Bool
 
 	hooksMu sync.RWMutex
 	hooks   []func([]Change)
@@ -360,7 +362,7 @@ func (db *DB) load(opts Options) error {
 	// The etag counter never goes below what the file holds, nor below this
 	// node's own entry in the database vector.
 	var maxEtag sql.NullInt64
-	if err := db.writer.QueryRow(`SELECT max(m) FROM (SELECT max(etag) AS m FROM docs UNION ALL SELECT max(etag) FROM tombstones UNION ALL SELECT max(etag) FROM conflicts UNION ALL SELECT max(etag) FROM revisions)`).Scan(&maxEtag); err != nil {
+	if err := db.writer.QueryRow(`SELECT max(m) FROM (SELECT max(etag) AS m FROM docs UNION ALL SELECT max(etag) FROM tombstones UNION ALL SELECT max(etag) FROM conflicts UNION ALL SELECT max(etag) FROM revisions UNION ALL SELECT max(etag) FROM counters UNION ALL SELECT max(etag) FROM ts_entries UNION ALL SELECT max(etag) FROM ts_deletes)`).Scan(&maxEtag); err != nil {
 		return err
 	}
 	if maxEtag.Int64 > db.lastEtag {
@@ -397,6 +399,9 @@ func (db *DB) load(opts Options) error {
 		return err
 	}
 	db.rev.has.Store(any > 0)
+	if err := db.loadCounters(); err != nil {
+		return err
+	}
 	crows, err := db.writer.Query(`SELECT key, name, docs, tombstones FROM collections`)
 	if err != nil {
 		return err
@@ -643,6 +648,9 @@ func (db *DB) runBatch(batch []*writeReq) {
 	if tx.anyConflicts {
 		db.conflicted.Store(true)
 	}
+	if tx.anyCounters {
+		db.hasCounters.Store(true)
+	}
 	db.metrics.TxMergeSize.Observe(float64(len(batch)))
 	db.metrics.TxCommitSeconds.Observe(time.Since(start).Seconds())
 	db.metrics.Transactions.WithLabelValues("committed").Inc()
@@ -665,13 +673,14 @@ func (db *DB) runBatch(batch []*writeReq) {
 	for i := range batch {
 		batch[i].done <- errs[i]
 	}
-	// A transaction that only stored conflict versions has no document
-	// change, but watchers (the studio, replication senders: conflict
-	// versions travel too) still need to hear about it.
+	// A transaction that only stored conflict versions or extension items
+	// (revisions, counters, time series…: anything that took an etag) has
+	// no document change, but watchers (the studio, replication senders:
+	// those items travel too) still need to hear about it.
 	if tx.revWritten {
 		db.rev.has.Store(true)
 	}
-	if len(tx.changes) > 0 || tx.anyConflicts || tx.revWritten {
+	if len(tx.changes) > 0 || tx.anyConflicts || tx.lastEtag != startEtag {
 		db.hooksMu.RLock()
 		for _, h := range db.hooks {
 			h(tx.changes)

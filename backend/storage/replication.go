@@ -204,6 +204,8 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 		return tx.applyRevision(it)
 	case KindTimeSeries:
 		return tx.applyTimeSeries(it)
+	case KindCounters:
+		return tx.applyCounters(it)
 	default:
 		return Skipped, dberr.New(dberr.BadRequest, "replicated item %s: unknown kind %d", it.ID, it.Kind)
 	}
@@ -338,6 +340,9 @@ func (tx *Tx) writeVersion(key string, it Item, local localVersion) error {
 	}
 	if it.Type == "Delete" {
 		if err := tx.dropSeries(key); err != nil {
+			return err
+		}
+		if err := tx.dropCounters(key); err != nil {
 			return err
 		}
 		if _, err := tx.exec(sqlInsertReplTombstone, etag, key, id, cname, local.etag, it.ChangeVector, lm, flags); err != nil {

@@ -567,25 +567,59 @@ func (r *Revision) AppendJSON(dst []byte) []byte {
 // appendFlags puts "@flags" into the metadata of the served document that
 // starts at out[start:] (it ends with the metadata's and the document's
 // closing braces).
-func appendFlags(out []byte, start int, flags string) []byte {
+func appendFlags(out []byte, start int, flags ...string) []byte {
+	if len(flags) == 0 {
+		return out
+	}
 	n := len(out)
 	if n-start < 2 || out[n-1] != '}' || out[n-2] != '}' {
 		return out
 	}
-	tail := []byte{'}', '}'}
+	// The metadata is the served object's last member. A stored body may
+	// carry "@flags" of its own (HasTimeSeries): the flags join it, so the
+	// object never holds the key twice.
+	meta := bytes.LastIndex(out[start:], []byte(`"@metadata":{`))
+	if meta >= 0 {
+		meta += start
+		if at := bytes.Index(out[meta:], []byte(`"@flags":"`)); at >= 0 {
+			vs := meta + at + len(`"@flags":"`)
+			if ve := bytes.IndexByte(out[vs:], '"'); ve >= 0 {
+				ve += vs
+				have := string(out[vs:ve])
+				add := ""
+				for _, f := range flags {
+					if !strings.Contains(have, f) {
+						add += ", " + f
+					}
+				}
+				if add == "" {
+					return out
+				}
+				if have == "" {
+					add = add[2:]
+				}
+				tail := append([]byte(add), out[ve:]...)
+				return append(out[:ve], tail...)
+			}
+		}
+	}
 	out = out[:n-2]
 	out = append(out, `,"@flags":`...)
-	out = document.AppendString(out, flags)
-	return append(out, tail...)
+	out = document.AppendString(out, strings.Join(flags, ", "))
+	return append(out, '}', '}')
 }
 
-// appendDocFlags adds the flags the document's row carries to a served
-// document (see Document.AppendJSON).
-func appendDocFlags(out []byte, start int, flags int64) []byte {
-	if flags&flagHasRevisions == 0 {
-		return out
+// appendDocFlags adds the flags a served document has beside its stored
+// body: HasRevisions (its row's flags), HasCounters.
+func appendDocFlags(out []byte, start int, flags int64, counters bool) []byte {
+	var fs []string
+	if flags&flagHasRevisions != 0 {
+		fs = append(fs, "HasRevisions")
 	}
-	return appendFlags(out, start, "HasRevisions")
+	if counters {
+		fs = append(fs, "HasCounters")
+	}
+	return appendFlags(out, start, fs...)
 }
 
 // RevisionsFor returns an id's revisions, newest first, from start, at most

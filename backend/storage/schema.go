@@ -142,4 +142,4 @@ CREATE TABLE IF NOT EXISTS ts_deletes (
 	lamport INTEGER NOT NULL,
 	UNIQUE (doc_key, lname, from_ts, to_ts, lamport)
 );
-`
+` + CounterSchema

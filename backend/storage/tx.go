@@ -45,6 +45,8 @@ type Tx struct {
 	revWritten, skipRev bool
 	revCfg              *RevisionsConfig // read once per transaction (revisionsConfig)
 	revCfgRead          bool
+	// anyCounters: this transaction wrote a counter.
+	anyCounters bool
 }
 
 // stmt returns the prepared statement for q bound to this transaction.
@@ -163,6 +165,11 @@ type Document struct {
 	// (PageByEtag and PageByID with maxBody, GetPrefix) whose Body may be
 	// only a prefix of it; 0 from the others.
 	Size int64
+	// Counters are the names of the document's live counters and
+	// CountersEtag the last etag of its counters, set by the reads that
+	// serve documents to clients (see AddCounterNames).
+	Counters     []string
+	CountersEtag int64
 }
 
 // Truncated tells whether Body is only a prefix of the stored body.
@@ -170,7 +177,12 @@ func (d *Document) Truncated() bool { return d.Size > int64(len(d.Body)) }
 
 // AppendJSON writes the document as clients see it, metadata included.
 func (d *Document) AppendJSON(dst []byte) []byte {
-	return appendDocFlags(document.AppendJSON(dst, d.Body, d.ID, d.ChangeVector, d.LastModified), len(dst), d.Flags)
+	start := len(dst)
+	out := document.AppendJSON(dst, d.Body, d.ID, d.ChangeVector, d.LastModified)
+	if len(d.Counters) > 0 {
+		out = appendCounterNames(out, start, d.Counters)
+	}
+	return appendDocFlags(out, start, d.Flags, len(d.Counters) > 0)
 }
 
 // Info describes a write's outcome.
@@ -519,6 +531,9 @@ func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err 
 		return Info{}, false, err
 	}
 	if err := tx.dropSeries(key); err != nil { // its time series go with it
+		return Info{}, false, err
+	}
+	if err := tx.dropCounters(key); err != nil {
 		return Info{}, false, err
 	}
 	if _, err := tx.exec(sqlInsertTombstone,

@@ -73,6 +73,7 @@ type config struct {
 	refDocs     int             // indexes: documents referencing one document (LoadDocument)
 	pg          string          // bulkinsert: a PostgreSQL DSN, "auto" (a throwaway server) or "" (skip)
 	cmpxchgTxs  int             // extensions: cluster-wide transactions per side (0 skips)
+	counterIncs int             // extensions: counter increments per round (0 skips counters)
 	only        map[string]bool // sections to run; all when empty
 	dir         string
 
@@ -118,6 +119,7 @@ func main() {
 	flag.IntVar(&c.changesRounds, "changes-rounds", 4, "changes: rounds, each with and without subscribers (order alternating)")
 	flag.StringVar(&c.pg, "pg", "", "bulkinsert section: a PostgreSQL DSN to compare with, or auto (a throwaway server from Debian's postgresql package)")
 	flag.IntVar(&c.cmpxchgTxs, "cmpxchg-txs", 500, "extensions: cluster-wide transactions timed through the leader and through a follower, against as many plain bulk_docs (0 skips)")
+	flag.IntVar(&c.counterIncs, "counter-incs", 100_000, "extensions: counter increments (and document puts) per round (0 skips counters)")
 	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	only := flag.String("only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
@@ -157,6 +159,7 @@ func main() {
 			"changes-for":       func() { c.changesFor = time.Second },
 			"changes-rounds":    func() { c.changesRounds = 2 },
 			"ts-points":         func() { *tsPoints = 100_000 },
+			"counter-incs":      func() { c.counterIncs = 2000 },
 		}
 		for name, apply := range quickDefaults {
 			if !set[name] {
@@ -328,6 +331,21 @@ func run(c config, out io.Writer) error {
 			if err := part(out, c); err != nil {
 				return err
 			}
+		}
+		if err := extensionsBench(out, c, url, "counters"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// extensionsBench runs one document extension's part of the extensions
+// section.
+func extensionsBench(out io.Writer, c config, url, part string) error {
+	switch part {
+	case "counters":
+		if c.counterIncs > 0 {
+			return countersBench(out, c, url)
 		}
 	}
 	return nil

@@ -149,6 +149,7 @@ func (a *API) Register(e *echo.Echo) {
 	g.PUT("/cmpxchg", a.putCmpXchg)
 	g.DELETE("/cmpxchg", a.deleteCmpXchg)
 	a.registerTimeSeries(g)
+	a.registerCounters(g)
 	g.GET("/hilo/next", a.hiloNext)
 	g.PUT("/hilo/return", a.hiloReturn)
 	g.POST("/identity/next", a.identityNext)
@@ -254,6 +255,9 @@ func etagOf(docs []*storage.Document, extra []*storage.Document) string {
 			}
 			h.Write(strconv.AppendInt(buf[:0], d.Etag, 10))
 			h.Write(strconv.AppendInt(append(buf[:0], '/'), d.Flags, 10)) // served flags (HasRevisions) change without an etag on a replica
+			if d.CountersEtag > 0 {
+				h.Write(strconv.AppendInt(append(buf[:0], 'c'), d.CountersEtag, 10))
+			}
 			h.Write([]byte{','})
 		}
 		h.Write([]byte{'|'})

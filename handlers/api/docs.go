@@ -199,7 +199,11 @@ func (a *API) loadDocs(c echo.Context, idList []string) error {
 		buf = append(buf, ':')
 		buf = d.AppendJSON(buf)
 	}
-	buf = append(buf, "}}"...)
+	buf = append(buf, '}')
+	if buf, err = appendCounterIncludes(ctx, db, buf, docs, q["counter"]); err != nil {
+		return err
+	}
+	buf = append(buf, '}')
 	c.Response().Header().Set("ETag", `"`+etag+`"`)
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSONCharsetUTF8, buf)
 }
@@ -519,6 +523,8 @@ func appendResult(buf []byte, r batch.Result) []byte {
 	switch r.Type {
 	case batch.Patch:
 		return appendPatchResult(buf, r)
+	case batch.Counters:
+		buf = appendCountersResult(buf, r)
 	case batch.Put:
 		buf = append(buf, `{"Type":"PUT","@id":`...)
 		buf = document.AppendString(buf, r.ID)

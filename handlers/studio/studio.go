@@ -194,6 +194,7 @@ func (s *Studio) Register(e *echo.Echo) {
 	s.registerDocuments(db)
 	s.registerDocument(db)
 	s.registerTimeSeries(db)
+	s.registerCounters(db)
 	s.registerHiLo(db)
 	s.registerIdentities(db)
 	s.registerCmpXchg(db)

@@ -137,6 +137,9 @@ func (s *Studio) docPage(c echo.Context) error {
 	if err := s.docRefs(ctx, db, d, &p); err != nil {
 		return s.studioError(c, db.Name(), err)
 	}
+	if p.Counters, err = docCounters(ctx, db, d.ID); err != nil {
+		return s.studioError(c, db.Name(), err)
+	}
 	return render(c, http.StatusOK, s.chrome(c, d.ID+" · Documents", db.Name(), views.NavDocuments, "doc"), views.DocumentPage(p))
 }
 

@@ -185,7 +185,14 @@ func Open(path string, opts Options) (*DB, error) {
 	db, err := open(path, opts, existed)
 	if err != nil {
 		if _, ok := AsDamage(err); !ok && existed {
-			err = &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("SQLite cannot open %s: %v", filepath.Base(path), rootCause(err))}
+			reason := ReasonUnreadable
+			if isCorrupt(err) {
+				// The file opened as a database, but a page it read while
+				// opening (the schema, the counts) is damaged: what the
+				// integrity check would have said.
+				reason = ReasonIntegrity
+			}
+			err = &DamageError{Reason: reason, Detail: fmt.Sprintf("SQLite cannot open %s: %v", filepath.Base(path), rootCause(err))}
 		}
 		if d, ok := AsDamage(err); ok && walCopy != "" {
 			d.Detail += "; the write-ahead log as found is kept beside it as " + filepath.Base(walCopy)
@@ -200,6 +207,12 @@ func Open(path string, opts Options) (*DB, error) {
 }
 
 // rootCause strips the wrapping (which names the file's path) off err.
+// isCorrupt tells whether err is SQLite's SQLITE_CORRUPT ("database disk
+// image is malformed").
+func isCorrupt(err error) bool {
+	return strings.Contains(err.Error(), "database disk image is malformed")
+}
+
 func rootCause(err error) error {
 	for {
 		u := errors.Unwrap(err)

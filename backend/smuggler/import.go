@@ -53,7 +53,6 @@ func Import(ctx context.Context, db *storage.DB, svc Services, o Options, r io.R
 	if err != nil {
 		return err
 	}
-	defer dr.Close()
 	// Documents are checked once, by document.Parse (imp.doc).
 	dr.ParsedStrictly("Docs", "Results")
 	imp := &importer{ctx: ctx, db: db, svc: svc, o: o, res: res, transform: transform}

@@ -40,8 +40,10 @@ type aheadReader struct {
 	pending chan struct{} // the release of the item last returned
 }
 
-// readAhead starts reading dr on its own goroutine. The caller must call
-// stop before it closes dr.
+// readAhead starts reading dr on its own goroutine, which closes dr when it
+// ends: after the end of the dump or an error, or after stop once its read
+// in progress returns (a read blocked on a client that stopped sending ends
+// when the request does, which stop does not wait for).
 func readAhead(dr *dump.Reader) *aheadReader {
 	a := &aheadReader{ch: make(chan *aheadChunk, aheadDepth), quit: make(chan struct{})}
 	a.done.Add(1)
@@ -60,6 +62,7 @@ func (a *aheadReader) send(c *aheadChunk) bool {
 
 func (a *aheadReader) run(dr *dump.Reader) {
 	defer a.done.Done()
+	defer dr.Close()
 	defer close(a.ch)
 	c := &aheadChunk{}
 	size := 0
@@ -128,10 +131,10 @@ func (a *aheadReader) next() (*dump.Item, error) {
 	return it, nil
 }
 
-// stop ends the read-ahead goroutine and waits for it.
+// stop tells the read-ahead goroutine to end; it does not wait for a read
+// in progress.
 func (a *aheadReader) stop() {
 	close(a.quit)
-	a.done.Wait()
 }
 
 // errStopped is next after stop; Import never sees it.

@@ -283,6 +283,7 @@ func rookeryDump(t *testing.T, n int, truncated bool) []byte {
 	b.WriteString(`{"Type":"Map","IndexDefinition":{"Name":"Patients/ByVisits","Maps":["from p in docs.Patients select new { p.Name }"],"Reduce":null,"Fields":{},"Configuration":{}}}],`)
 	b.WriteString(`"Identities":[{"Key":"patients|","Value":"42"}],`)
 	b.WriteString(`"CounterGroups":[{"DocId":"patients/1-A","ChangeVector":"A:9-x","Values":{"Counters":{"likes":{"A":3}}}}],`)
+	b.WriteString(`"Tombstones":[{"Key":"patients/999-A","Collection":"Patients","Etag":7,"ChangeVector":"A:7-x"}],`)
 	b.WriteString(`"Subscriptions":[]}`)
 	raw := b.String()
 	if truncated {
@@ -296,15 +297,16 @@ func rookeryDump(t *testing.T, n int, truncated bool) []byte {
 }
 
 // An import shows on the page with its result summary: counts per item
-// type (documents, indexes, identities, counters marked not stored yet),
-// the messages (the skipped C# index by name, the counters not stored),
+// type (documents, indexes, identities, counters; tombstones marked not
+// stored yet), the messages (the skipped C# index by name, the tombstones
+// not stored),
 // the progress at its end; a truncated dump shows as failed with the
 // position of the error and what it imported before.
 func TestStudioSmugglerImportResult(t *testing.T) {
 	h, _ := smugglerServer(t)
 	smugCreate(t, h, "shop", nil)
 	smugCreate(t, h, "cut", nil)
-	if r := importVia(t, h, "shop", 0, `{"OperateOnTypes":"Documents,Indexes,Identities,Subscriptions"}`, rookeryDump(t, 300, false)); r.Code != 200 {
+	if r := importVia(t, h, "shop", 0, `{"OperateOnTypes":"Documents,Indexes,Identities,Subscriptions,CounterGroups,Tombstones"}`, rookeryDump(t, 300, false)); r.Code != 200 {
 		t.Fatalf("import: %d %s", r.Code, r.Body)
 	}
 	body := get(t, h, "/studio/db/shop/smuggler").Body.String()
@@ -314,11 +316,11 @@ func TestStudioSmugglerImportResult(t *testing.T) {
 	}
 	view := op[2]
 	// read, skipped, errors per type: the C# index is an error, by name.
-	for typ, want := range map[string][3]string{"Documents": {"300", "0", "0"}, "Indexes": {"1", "0", "1"}, "Identities": {"1", "0", "0"}, "Counters": {"1", "0", "0"}} {
+	for typ, want := range map[string][3]string{"Documents": {"300", "0", "0"}, "Indexes": {"1", "0", "1"}, "Identities": {"1", "0", "0"}, "Counters": {"1", "0", "0"}, "Tombstones": {"1", "0", "0"}} {
 		re := regexp.MustCompile(`data-type="` + typ + `"><th scope="row">` + typ + `\s*(<span class="tag"[^>]*>not stored yet</span>)?\s*</th><td class="num" data-testid="count-read">(\d+)</td><td class="num" data-testid="count-skipped">(\d+)</td><td class="num[^"]*" data-testid="count-errors">(\d+)<`)
 		m := re.FindStringSubmatch(view)
-		if m == nil || [3]string{m[2], m[3], m[4]} != want || (m[1] != "") != (typ == "Counters") {
-			t.Errorf("%s counts: %v, want %v (not stored yet only for counters)", typ, m, want)
+		if m == nil || [3]string{m[2], m[3], m[4]} != want || (m[1] != "") != (typ == "Tombstones") {
+			t.Errorf("%s counts: %v, want %v (not stored yet only for tombstones)", typ, m, want)
 		}
 	}
 	for _, want := range []string{

@@ -451,11 +451,11 @@ func resultRows(r snapResult) []views.SmugglerRow {
 	add("Identities", r.Identities, false)
 	add("Subscriptions", r.Subscriptions, false)
 	add("DatabaseRecord", r.DatabaseRecord, false)
-	add("RevisionDocuments", r.RevisionDocuments, true)
+	add("RevisionDocuments", r.RevisionDocuments, false)
 	add("Tombstones", r.Tombstones, true)
-	add("CompareExchange", r.CompareExchange, true)
-	add("Counters", r.Counters, true)
-	add("TimeSeries", r.TimeSeries, true)
+	add("CompareExchange", r.CompareExchange, false)
+	add("Counters", r.Counters, false)
+	add("TimeSeries", r.TimeSeries, false)
 	return out
 }
 

@@ -767,7 +767,7 @@ func Receive(ctx context.Context, conn Conn, lookup func(name string) (*storage.
 			}
 			// Nothing nested past the limit is stored, whichever way it came.
 			for _, it := range m.Items {
-				if it.Body != nil {
+				if it.Body != nil && it.Kind == storage.KindDocument {
 					if err := document.CheckDepth(it.Body); err != nil {
 						return fail(fmt.Errorf("replicated item %s: %w", it.ID, err))
 					}

@@ -16,7 +16,8 @@ import (
 //	uint64 LastEtag, little-endian
 //	uint32 item count, little-endian
 //	per item:
-//	  byte     kind: bit 0 Delete (else Put), bit 1 Unordered (see storage.Item)
+//	  byte     kind: bit 0 Delete (else Put), bit 1 Unordered (see storage.Item),
+//	           bits 2-4 the item's storage.ItemKind (0 document, 1 attachment chunk, ...)
 //	  uvarint  etag
 //	  varint   last modified, unix nanoseconds
 //	  uvarint length + bytes: id, collection, change vector, body
@@ -36,7 +37,15 @@ const MaxBatchItems = 1 << 16
 const (
 	kindDelete    = 1
 	kindUnordered = 2
+	kindTypeShift = 2    // bits 2-4: storage.ItemKind
+	kindTypeMask  = 7 << kindTypeShift
+	kindKnown     = kindDelete | kindUnordered | kindTypeMask
 )
+
+// knownKind tells whether this node can apply items of a kind.
+func knownKind(k storage.ItemKind) bool {
+	return k == storage.KindDocument || k == storage.KindAttachment
+}
 
 var errBadBatch = errors.New("bad replication batch")
 
@@ -63,6 +72,7 @@ func (e *batchEncoder) add(it *storage.Item) {
 	if it.Unordered {
 		kind |= kindUnordered
 	}
+	kind |= byte(it.Kind) << kindTypeShift & kindTypeMask
 	e.buf = append(e.buf, kind)
 	e.buf = binary.AppendUvarint(e.buf, uint64(it.Etag))
 	e.buf = binary.AppendVarint(e.buf, it.LastModified.UnixNano())
@@ -126,6 +136,10 @@ func decodeBatch(b []byte) (lastEtag int64, items []storage.Item, err error) {
 			it.Type = "Delete"
 		}
 		it.Unordered = b[0]&kindUnordered != 0
+		it.Kind = storage.ItemKind(b[0] & kindTypeMask >> kindTypeShift)
+		if b[0]&^kindKnown != 0 || !knownKind(it.Kind) {
+			return 0, nil, errBadBatch
+		}
 		b = b[1:]
 		it.Etag = int64(uv())
 		lm, n := binary.Varint(b)

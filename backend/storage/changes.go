@@ -10,11 +10,13 @@ import (
 // sqlChangesAfter reads documents, tombstones and conflict versions after an
 // etag, in etag order. SQLite merges the three rowid-ordered scans (no sort).
 const sqlChangesAfter = `
-	SELECT 'Put', etag, id, collection, change_vector, last_modified, body, 0, flags FROM docs WHERE etag > ?1
+	SELECT 'Put', etag, id, collection, change_vector, last_modified, body, 0, flags, 0 FROM docs WHERE etag > ?1
 	UNION ALL
-	SELECT 'Delete', etag, id, collection, change_vector, last_modified, NULL, 0, flags FROM tombstones WHERE etag > ?1
+	SELECT 'Delete', etag, id, collection, change_vector, last_modified, NULL, 0, flags, 0 FROM tombstones WHERE etag > ?1
 	UNION ALL
-	SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 1, 1 FROM conflicts WHERE etag > ?1
+	SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 1, 1, 0 FROM conflicts WHERE etag > ?1
+	UNION ALL
+	SELECT 'Put', etag, hash, '', change_vector, pos, data, 0, size, 1 FROM attachment_chunks WHERE etag > ?1
 	ORDER BY 2 LIMIT ?2`
 
 // ChangesAfterBytes returns the changes after an etag, in etag order, up to
@@ -46,14 +48,19 @@ func (db *DB) ScanChangesAfter(ctx context.Context, after int64, limit, maxBytes
 	size := 0
 	var it Item
 	var body sql.RawBytes
+	var chunk []byte
 	for rows.Next() {
 		var lm, flags int64
-		if err := rows.Scan(&it.Type, &it.Etag, &it.ID, &it.Collection, &it.ChangeVector, &lm, &body, &it.Conflict, &flags); err != nil {
+		if err := rows.Scan(&it.Type, &it.Etag, &it.ID, &it.Collection, &it.ChangeVector, &lm, &body, &it.Conflict, &flags, &it.Kind); err != nil {
 			return err
 		}
 		it.Unordered = flags&flagUnordered != 0
 		it.LastModified = time.Unix(0, lm).UTC()
 		it.Body = body
+		if it.Kind == KindAttachment { // lm is the chunk's position, flags the content's size
+			chunk = AttachmentChunkBody(chunk[:0], lm, flags, body)
+			it.Body, it.Unordered, it.LastModified = chunk, false, time.Unix(0, 0).UTC()
+		}
 		db.reads.Add(1)
 		if err := fn(&it); err != nil {
 			return err
@@ -111,6 +118,11 @@ func (db *DB) CountChangesAfter(ctx context.Context, after int64) (int64, error)
 			if err := count(`SELECT count(*) FROM tombstones WHERE collection = ? AND etag > ?`, c.name, after); err != nil {
 				return 0, err
 			}
+		}
+	}
+	if db.attach.held() {
+		if err := count(`SELECT count(*) FROM attachment_chunks WHERE etag > ?`, after); err != nil {
+			return 0, err
 		}
 	}
 	if db.conflicted.Load() {

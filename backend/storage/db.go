@@ -96,6 +96,8 @@ type DB struct {
 	// conflicted is set once the file holds a conflict (a cheap guard for
 	// loads of missing ids).
 	conflicted atomic.Bool
+	// attach: whether the file may hold attachment references (attachments.go).
+	attach attachmentState
 
 	hooksMu sync.RWMutex
 	hooks   []func([]Change)

@@ -33,7 +33,19 @@ type Item struct {
 	// destination's database vector already covers its vector; for other
 	// items that means the destination has it or something newer.
 	Unordered bool
+	// Kind is what the item is: a document version (KindDocument) or an
+	// extension's item.
+	Kind ItemKind
 }
+
+// ItemKind is the type of a replication item (bits 2-4 of its wire kind).
+type ItemKind uint8
+
+// Item kinds.
+const (
+	KindDocument   ItemKind = 0
+	KindAttachment ItemKind = 1 // a content chunk: ID hash, Body see AttachmentChunkBody
+)
 
 // flagUnordered marks a stored version as Unordered (docs and tombstones
 // flags column).
@@ -178,6 +190,13 @@ func (tx *Tx) localVersion(key string) (localVersion, error) {
 // version as a conflict). The database vector absorbs the item's vector in
 // every case.
 func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
+	switch it.Kind {
+	case KindDocument:
+	case KindAttachment:
+		return tx.applyAttachmentChunk(it)
+	default:
+		return Skipped, dberr.New(dberr.BadRequest, "replicated item %s has an unknown kind %d", it.ID, it.Kind)
+	}
 	incoming, err := changevector.Parse(it.ChangeVector)
 	if err != nil {
 		return Skipped, dberr.New(dberr.BadRequest, "replicated item %s: %v", it.ID, err)
@@ -248,6 +267,10 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 		!local.tombstone && it.Type == "Put" && bytes.Equal(local.body, it.Body):
 		it.ChangeVector, it.Unordered = merged, true
 		return Merged, tx.writeVersion(key, it, local)
+	case !local.tombstone && it.Type == "Put" && mergeAttachments(&it, local.body):
+		// Versions that differ only in their attachments: the union.
+		it.ChangeVector, it.Unordered = merged, true
+		return Merged, tx.writeVersion(key, it, local)
 	case !local.tombstone && it.Type == "Put" && strings.HasPrefix(key, "raven/hilo/"):
 		// HiLo documents never conflict: the highest Max wins, so a range
 		// is never handed out twice.
@@ -314,6 +337,9 @@ func (tx *Tx) writeVersion(key string, it Item, local localVersion) error {
 	if _, err := tx.exec(sqlInsertReplDoc, etag, key, id, cname, it.ChangeVector, lm, flags, it.Body); err != nil {
 		return err
 	}
+	if err := tx.syncRefs(key, it.Body); err != nil { // attachments
+		return err
+	}
 	tx.delta(ckey, cname).Docs++
 	tx.noteID(id, 1)
 	tx.changes = append(tx.changes, Change{Type: "Put", ID: id, Collection: cname, ChangeVector: it.ChangeVector, Etag: etag})
@@ -333,6 +359,9 @@ func (tx *Tx) insertNewVersion(key string, it Item) (bool, error) {
 		return false, err
 	}
 	tx.lastEtag = etag
+	if err := tx.syncRefs(key, it.Body); err != nil { // attachments
+		return false, err
+	}
 	tx.delta(ckey, cname).Docs++
 	tx.noteID(it.ID, 1)
 	tx.changes = append(tx.changes, Change{Type: "Put", ID: it.ID, Collection: cname, ChangeVector: it.ChangeVector, Etag: etag})
@@ -353,6 +382,9 @@ func (tx *Tx) removeLocal(key string, local localVersion) error {
 		return nil
 	}
 	if _, err := tx.exec(sqlDeleteDoc, local.etag); err != nil {
+		return err
+	}
+	if err := tx.dropRefs(key, false); err != nil { // attachments
 		return err
 	}
 	tx.delta(ckey, cname).Docs--

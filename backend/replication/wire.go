@@ -37,7 +37,7 @@ const MaxBatchItems = 1 << 16
 const (
 	kindDelete    = 1
 	kindUnordered = 2
-	kindTypeShift = 2    // bits 2-4: storage.ItemKind
+	kindTypeShift = 2 // bits 2-4: storage.ItemKind
 	kindTypeMask  = 7 << kindTypeShift
 	kindKnown     = kindDelete | kindUnordered | kindTypeMask
 )

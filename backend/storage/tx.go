@@ -405,7 +405,7 @@ func (tx *Tx) put(id, key string, known bool, doc document.Parsed, expected *str
 	etag, cv := tx.nextWrite()
 	lm := tx.now.UnixNano()
 	if old != nil {
-		id = old.id // ids keep their first spelling
+		id = old.id                               // ids keep their first spelling
 		body, err := tx.bodyForPut(key, doc.Body) // attachments
 		if err != nil {
 			return Info{}, err

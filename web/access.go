@@ -127,6 +127,11 @@ var routeRules = map[string]rule{
 	"PUT /databases/:db/docs":             dbWrite,
 	"DELETE /databases/:db/docs":          dbWrite,
 	"POST /databases/:db/bulk_docs":       dbWrite,
+	"PUT /databases/:db/attachments":      dbWrite,
+	"DELETE /databases/:db/attachments":   dbWrite,
+	"GET /databases/:db/attachments":      dbRead,
+	"HEAD /databases/:db/attachments":     dbRead,
+	"POST /databases/:db/attachments":     dbRead, // GetAttachmentOperation with a type
 	"GET /databases/:db/hilo/next":        dbWrite,
 	"PUT /databases/:db/hilo/return":      dbWrite,
 	"POST /databases/:db/identity/next":   dbWrite,

@@ -23,6 +23,9 @@ import (
 const (
 	Put    = "PUT"
 	Delete = "DELETE"
+	// AttachmentPut and AttachmentDelete: see attachments.go.
+	AttachmentPut    = "AttachmentPUT"
+	AttachmentDelete = "AttachmentDELETE"
 )
 
 // Command is one command of a batch.
@@ -34,6 +37,10 @@ type Command struct {
 	ChangeVector *string
 	Document     document.Parsed
 	hasDocument  bool
+	// Name and ContentType of an attachment command; Attachment is the
+	// staged content of an AttachmentPUT (the request's matching part).
+	Name, ContentType string
+	Attachment        *storage.Staged
 }
 
 // MaxCommands bounds the commands of one batch.
@@ -255,6 +262,17 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 			}
 			c.Document = doc
 			c.hasDocument = true
+		case "Name", "ContentType":
+			field := nameTok.String()
+			s, err := readString(dec, field, i)
+			if err != nil {
+				return c, err
+			}
+			if s != nil && field == "Name" {
+				c.Name = *s
+			} else if s != nil {
+				c.ContentType = *s
+			}
 		default:
 			// OriginalChangeVector, ForceRevisionCreationStrategy and other
 			// fields Rookery does not use.
@@ -275,6 +293,13 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 		if !idSeen || strings.TrimSpace(c.ID) == "" {
 			return c, dberr.New(dberr.BadRequest, "command %d: DELETE requires an Id", i)
 		}
+	case AttachmentPut, AttachmentDelete:
+		if !idSeen || strings.TrimSpace(c.ID) == "" {
+			return c, dberr.New(dberr.BadRequest, "command %d: %s requires an Id", i, c.Type)
+		}
+		if err := storage.ValidateAttachmentName(c.Name); err != nil {
+			return c, dberr.New(dberr.BadRequest, "command %d: %v", i, err)
+		}
 	case "":
 		return c, dberr.New(dberr.BadRequest, "command %d has no Type", i)
 	default:
@@ -291,6 +316,9 @@ type Result struct {
 	ChangeVector string
 	LastModified time.Time
 	Deleted      bool
+	// Attachment is the stored attachment of an AttachmentPUT (its
+	// ChangeVector is the document's new one; so is ChangeVector).
+	Attachment *storage.AttachmentInfo
 }
 
 // Identities takes identity values for a database: unique cluster-wide,
@@ -350,6 +378,12 @@ func Execute(ctx context.Context, db *storage.DB, ident Identities, cmds []Comma
 					return err
 				}
 				results[i] = Result{Type: Delete, ID: info.ID, ChangeVector: info.ChangeVector, Deleted: deleted}
+			case AttachmentPut, AttachmentDelete:
+				r, err := executeAttachment(tx, c)
+				if err != nil {
+					return err
+				}
+				results[i] = r
 			default:
 				return errors.New("unreachable: unknown command type")
 			}

@@ -483,7 +483,8 @@ func (a *API) bulkDocs(c echo.Context) error {
 		return err
 	}
 	// The body is bounded by the server's request-body limit (web).
-	cmds, err := batch.ParseMax(c.Request().Body, a.MaxDocumentSize)
+	cmds, err := a.parseBatch(c, db) // JSON, or multipart with attachments
+	defer batch.RemoveStaged(cmds)
 	if err != nil {
 		var se *document.SizeError
 		if errors.As(err, &se) {
@@ -524,6 +525,8 @@ func appendResult(buf []byte, r batch.Result) []byte {
 		buf = append(buf, `,"@last-modified":"`...)
 		buf = r.LastModified.UTC().AppendFormat(buf, document.TimeFormat)
 		buf = append(buf, `"}`...)
+	case batch.AttachmentPut, batch.AttachmentDelete:
+		buf = appendAttachmentResult(buf, r)
 	default:
 		buf = append(buf, `{"Id":`...)
 		buf = document.AppendString(buf, r.ID)

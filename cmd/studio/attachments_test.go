@@ -180,9 +180,9 @@ func attachmentsOn(n *cnode, db, id string) (*attDoc, error) {
 	var out struct {
 		Results []struct {
 			Metadata struct {
-				CV          string `json:"@change-vector"`
-				Flags       string `json:"@flags"`
-				Attachments []storage.AttachmentRef
+				CV          string                  `json:"@change-vector"`
+				Flags       string                  `json:"@flags"`
+				Attachments []storage.AttachmentRef `json:"@attachments"`
 			} `json:"@metadata"`
 		}
 	}

@@ -722,7 +722,7 @@ func (e *exec) collection(ctx context.Context, upToCutoff bool, fn func(d *stora
 		var err error
 		if all {
 			err = e.db.ScanChangesAfter(ctx, after, page, 0, func(it *storage.Item) error {
-				if it.Type != "Put" || it.Conflict {
+				if it.Type != "Put" || it.Conflict || it.Kind != storage.KindDocument {
 					n++
 					after = it.Etag
 					return nil

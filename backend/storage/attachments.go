@@ -899,3 +899,9 @@ func (s *attachmentState) held() bool {
 	defer s.mu.Unlock()
 	return s.any
 }
+
+// SetAttachmentRefs sets the references of document id from a body that
+// lists them (an import writing the document next).
+func (tx *Tx) SetAttachmentRefs(id string, body []byte) error {
+	return tx.syncRefs(LowerID(id), body)
+}

@@ -167,7 +167,7 @@ func main() {
 }
 
 // sections are the report's parts, for -only.
-var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler"}
+var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler", "extensions"}
 
 // runs tells whether a section is part of this run.
 func (c config) runs(section string) bool { return len(c.only) == 0 || c.only[section] }
@@ -284,6 +284,26 @@ func run(c config, out io.Writer) error {
 		}
 		if err := smugglerBench(out, d, c.smugDocs); err != nil {
 			return err
+		}
+	}
+	if c.runs("extensions") {
+		if err := extensions(out, c, url); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// extensions runs the document extensions' parts (one case each).
+func extensions(out io.Writer, c config, url string) error {
+	for _, part := range []string{"attachments"} {
+		var err error
+		switch part {
+		case "attachments":
+			err = attachmentsBench(out, c.dir, url)
+		}
+		if err != nil {
+			return fmt.Errorf("extensions, %s: %w", part, err)
 		}
 	}
 	return nil

@@ -58,7 +58,7 @@ func TestExportImportAttachments(t *testing.T) {
 	var doc struct {
 		Results []struct {
 			Metadata struct {
-				Flags       string `json:"@flags"`
+				Flags       string                                     `json:"@flags"`
 				Attachments []struct{ Name, Hash, ContentType string } `json:"@attachments"`
 			} `json:"@metadata"`
 		}

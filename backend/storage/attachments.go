@@ -892,12 +892,18 @@ func mergeAttachments(it *Item, local []byte) bool {
 	return ok
 }
 
-// held tells whether the file is known to hold attachments (without a
-// query; false until a transaction looked).
-func (s *attachmentState) held() bool {
+// attachmentsHeld tells whether the file holds attachment content (one
+// indexed probe until a write has noted some).
+func (db *DB) attachmentsHeld() bool {
+	s := &db.attach
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.any
+	known := s.any
+	s.mu.Unlock()
+	if known {
+		return true
+	}
+	var one int
+	return db.reader.QueryRow(`SELECT 1 FROM attachment_chunks LIMIT 1`).Scan(&one) == nil
 }
 
 // SetAttachmentRefs sets the references of document id from a body that

@@ -177,6 +177,11 @@ func TestAttachmentReplicationAndUnionMerge(t *testing.T) {
 	if !bytes.Equal(x.Body, y.Body) || x.ChangeVector != y.ChangeVector {
 		t.Fatalf("copies differ:\n%s %s\n%s %s", x.Body, x.ChangeVector, y.Body, y.ChangeVector)
 	}
+	// The items behind count the chunks too.
+	items, _ := a.ChangesAfter(context.Background(), 0, 100000)
+	if n, err := a.CountChangesAfter(context.Background(), 0); err != nil || n != int64(len(items)) {
+		t.Fatalf("CountChangesAfter %d (%v), ChangesAfter lists %d items", n, err, len(items))
+	}
 	// A third copy catching up from one of them gets everything.
 	c := openTag(t, "C")
 	replicate(t, b, c)

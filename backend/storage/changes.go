@@ -120,7 +120,7 @@ func (db *DB) CountChangesAfter(ctx context.Context, after int64) (int64, error)
 			}
 		}
 	}
-	if db.attach.held() {
+	if db.attachmentsHeld() {
 		if err := count(`SELECT count(*) FROM attachment_chunks WHERE etag > ?`, after); err != nil {
 			return 0, err
 		}

@@ -268,10 +268,10 @@ func TestConvergenceAttachmentsUnion(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for k := 0; k < 6; k++ {
+			for k := 0; k < 12; k++ {
 				id := docs[k%len(docs)]
-				put(n, id, fmt.Sprintf("chaos-%s-%d.bin", n.name, k), attContent(uint64(1000+i*100+k), 1000+k*40000))
-				time.Sleep(150 * time.Millisecond)
+				put(n, id, fmt.Sprintf("chaos-%s-%d.bin", n.name, k), attContent(uint64(1000+i*100+k), 1000+k*25000))
+				time.Sleep(250 * time.Millisecond)
 			}
 		}()
 	}

@@ -1,11 +1,15 @@
 package api_test
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"io"
+	"log/slog"
+	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strconv"
 	"strings"
@@ -14,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rookerydb/rookery/internal/testserver"
+	"github.com/rookerydb/rookery/web"
 )
 
 // genReader yields n pseudo-random bytes computed on the fly (xorshift), so
@@ -150,5 +155,59 @@ func TestAttachment100MBStreamsInBoundedMemory(t *testing.T) {
 		float64(base.HeapInuse)/(1<<20), float64(peak)/(1<<20))
 	if peak > limit {
 		t.Fatalf("peak Go heap in use %.1f MiB during the transfer, over %d MiB", float64(peak)/(1<<20), limit>>20)
+	}
+}
+
+// Attachment requests with bad input get RavenDB's envelope and store
+// nothing: a missing document, an empty name, an AttachmentPUT without its
+// part, content over --max-attachment-size; a multipart bulk_docs stores
+// its parts in command order.
+func TestAttachmentBadInputAndMultipartBatch(t *testing.T) {
+	srv, err := web.New(web.Config{DataDir: t.TempDir(), NodeTag: "A", PublicURL: "http://node-a.test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ElectionTimeout: 100 * time.Millisecond, MaxAttachmentSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	h := srv.Handler()
+	big := strings.Repeat("x", 1001)
+	check(t, h, []step{
+		{name: "db", method: "PUT", url: "/admin/databases?name=att", body: `{"DatabaseName":"att"}`, status: 201},
+		{name: "doc", method: "PUT", url: "/databases/att/docs?id=d/1", body: `{"@metadata":{"@collection":"D"}}`, status: 201},
+		{name: "no doc", method: "PUT", url: "/databases/att/attachments?id=d/2&name=a", body: "x", status: 404, errType: "Raven.Client.Exceptions.Documents.DocumentDoesNotExistException"},
+		{name: "no name", method: "PUT", url: "/databases/att/attachments?id=d/1&name=", body: "x", status: 400},
+		{name: "control char", method: "PUT", url: "/databases/att/attachments?id=d/1&name=a%01b", body: "x", status: 400},
+		{name: "too large", method: "PUT", url: "/databases/att/attachments?id=d/1&name=big", body: big, status: 413},
+		{name: "fits", method: "PUT", url: "/databases/att/attachments?id=d/1&name=ok&contentType=text/plain", body: "hello", status: 201, contains: []string{`"Name":"ok"`, `"Size":5`, `"ContentType":"text/plain"`}},
+		{name: "head", method: "HEAD", url: "/databases/att/attachments?id=d/1&name=ok", status: 200},
+		{name: "head missing", method: "HEAD", url: "/databases/att/attachments?id=d/1&name=nope", status: 404},
+		{name: "get missing", method: "GET", url: "/databases/att/attachments?id=d/1&name=nope", status: 404},
+		{name: "put without part", method: "POST", url: "/databases/att/bulk_docs", body: `{"Commands":[{"Type":"AttachmentPUT","Id":"d/1","Name":"n"}]}`, status: 400},
+		{name: "delete", method: "DELETE", url: "/databases/att/attachments?id=d/1&name=ok", status: 204},
+		{name: "gone", method: "GET", url: "/databases/att/attachments?id=d/1&name=ok", status: 404},
+	})
+	// A multipart SaveChanges: the commands, then one part per AttachmentPUT.
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	w, _ := mw.CreateFormField("main")
+	w.Write([]byte(`{"Commands":[{"Type":"PUT","Id":"d/3","Document":{"@metadata":{"@collection":"D"}}},` +
+		`{"Type":"AttachmentPUT","Id":"d/3","Name":"one","ContentType":"a/b"},{"Type":"AttachmentPUT","Id":"d/3","Name":"two"}]}`))
+	for _, s := range []string{"first part", "second"} {
+		w, _ := mw.CreateFormFile("attachment", "blob")
+		w.Write([]byte(s))
+	}
+	mw.Close()
+	req := localRequest("POST", "/databases/att/bulk_docs", &body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != 201 || !strings.Contains(rec.Body.String(), `"Type":"AttachmentPUT","Id":"d/3","Name":"two"`) {
+		t.Fatalf("multipart batch: %d %s", rec.Code, rec.Body.String())
+	}
+	for name, want := range map[string]string{"one": "first part", "two": "second"} {
+		rec := do(t, h, step{method: "GET", url: "/databases/att/attachments?id=d/3&name=" + name})
+		if rec.Code != 200 || rec.Body.String() != want {
+			t.Fatalf("%s: %d %q, want %q", name, rec.Code, rec.Body.String(), want)
+		}
 	}
 }

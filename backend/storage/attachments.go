@@ -911,3 +911,17 @@ func (db *DB) attachmentsHeld() bool {
 func (tx *Tx) SetAttachmentRefs(id string, body []byte) error {
 	return tx.syncRefs(LowerID(id), body)
 }
+
+// AttachmentCounts returns how many attachment references the current
+// documents hold and how many distinct contents are stored (index scans;
+// nothing while the file never held an attachment).
+func (db *DB) AttachmentCounts(ctx context.Context) (refs, unique int64, err error) {
+	if !db.attachmentsHeld() {
+		return 0, 0, nil
+	}
+	if err := db.reader.QueryRowContext(ctx, `SELECT count(*) FROM attachments`).Scan(&refs); err != nil {
+		return 0, 0, err
+	}
+	err = db.reader.QueryRowContext(ctx, `SELECT count(DISTINCT hash) FROM attachment_chunks`).Scan(&unique)
+	return refs, unique, err
+}

@@ -183,6 +183,7 @@ func TestAttachmentBadInputAndMultipartBatch(t *testing.T) {
 		{name: "head missing", method: "HEAD", url: "/databases/att/attachments?id=d/1&name=nope", status: 404},
 		{name: "get missing", method: "GET", url: "/databases/att/attachments?id=d/1&name=nope", status: 404},
 		{name: "put without part", method: "POST", url: "/databases/att/bulk_docs", body: `{"Commands":[{"Type":"AttachmentPUT","Id":"d/1","Name":"n"}]}`, status: 400},
+		{name: "stats", method: "GET", url: "/databases/att/stats", status: 200, contains: []string{`"CountOfAttachments":1`, `"CountOfUniqueAttachments":1`}},
 		{name: "delete", method: "DELETE", url: "/databases/att/attachments?id=d/1&name=ok", status: 204},
 		{name: "gone", method: "GET", url: "/databases/att/attachments?id=d/1&name=ok", status: 404},
 	})

@@ -22,6 +22,10 @@ func (a *API) stats(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	attachments, uniqueAttachments, err := db.AttachmentCounts(c.Request().Context())
+	if err != nil {
+		return err
+	}
 	var lastWrite any
 	if !s.LastWrite.IsZero() {
 		lastWrite = document.FormatTime(s.LastWrite)
@@ -35,8 +39,8 @@ func (a *API) stats(c echo.Context) error {
 		"CountOfDocumentsConflicts":                conflictedDocs,
 		"CountOfTombstones":                        s.Tombstones,
 		"CountOfConflicts":                         conflictRows,
-		"CountOfAttachments":                       0,
-		"CountOfUniqueAttachments":                 0,
+		"CountOfAttachments":                       attachments,
+		"CountOfUniqueAttachments":                 uniqueAttachments,
 		"CountOfCounterEntries":                    0,
 		"CountOfTimeSeriesSegments":                0,
 		"CountOfCollections":                       len(s.Collections),

@@ -207,10 +207,49 @@
 // the indexes have processed the batch. PatchByQuery and DeleteByQuery start
 // long-running operations; Operation.WaitForCompletion polls their state.
 //
+// # Changes
+//
+// DocumentStore.Changes opens one websocket to a database's Changes API
+// (/databases/{db}/changes, as RavenDB's clients do); its For… methods
+// subscribe to notifications and return once the server confirmed the
+// watch, so every later change is delivered:
+//
+//	ch, err := store.Changes(ctx, "") // the store's database
+//	defer ch.Close()
+//	sub, err := ch.ForDocumentsInCollection(ctx, "Orders")
+//	for c := range sub.C { // DocumentChange{Type: "Put"|"Delete", ID, CollectionName, ChangeVector}
+//		...
+//	}
+//	// sub.Err() says why C was closed
+//
+// ForDocument, ForDocumentsStartingWith, ForAllDocuments, ForIndex,
+// ForAllIndexes (IndexChange: BatchCompleted, IndexAdded, IndexRemoved),
+// ForOperation and ForAllOperations (OperationStatusChange) work the same
+// way; Close on a subscription unwatches it. Each subscription buffers
+// ChangesBuffer notifications; a reader that falls further behind loses its
+// subscription (ErrChangesTooSlow), not the others'. The server drops a
+// connection whose client does not read (a *ChangesClosedError, code 1008
+// "too slow: …"), and one whose certificate lost its access ("no longer
+// allowed"). The connection does not reconnect: when it ends every channel
+// is closed and Err says why.
+//
 // # Maintenance
 //
 // DocumentStore also has CreateDatabase, DeleteDatabase, NextIdentity,
-// SeedIdentity, GetIdentities, GetStatistics and GetCollectionStatistics.
+// SeedIdentity, GetIdentities, GetStatistics, GetDetailedStatistics and
+// GetCollectionStatistics.
 // These take a context; session methods use the session's context
 // (SessionOptions.Context).
+//
+// # Patches and lazy loads
+//
+// Session.Patch(id, "Address.City", v), Increment(id, "Visits", 1) and
+// PatchScript(id, PatchRequest{...}) are JavaScript patches sent with
+// SaveChanges, in its transaction; a tracked entity is updated from the
+// patched document. DocumentStore.Patch patches one document at once and
+// reports Patched, NotModified, Created or DocumentDoesNotExist.
+//
+//	l, _ := s.LazyLoad("users/1", &u)      // nothing sent yet
+//	m, _ := s.LazyLoad("users/2", &v)
+//	found, err := l.Value()                // both loads, one POST multi_get
 package client

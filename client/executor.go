@@ -145,6 +145,7 @@ type request struct {
 	body      []byte // sent as application/json when non-nil
 	dbScoped  bool
 	cacheable bool
+	ifMatch   *string // an expected change vector (If-Match)
 }
 
 type response struct {
@@ -268,6 +269,9 @@ func (e *RequestExecutor) attempt(ctx context.Context, r *request, url string) (
 	req.Header.Set("Raven-Client-Version", ClientVersion)
 	if r.body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if r.ifMatch != nil {
+		req.Header.Set("If-Match", `"`+*r.ifMatch+`"`)
 	}
 	if r.dbScoped {
 		etag := int64(0)

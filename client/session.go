@@ -50,6 +50,11 @@ type Session struct {
 	// unit of work, so SaveChanges returns this error instead of saving
 	// the rest as if nothing had been lost.
 	storeErr error
+	// patches are the deferred PATCH commands (Patch, Increment), sent
+	// after the puts by SaveChanges.
+	patches []pendingPatch
+	// lazy are the pending lazy loads (see lazy.go).
+	lazy []*Lazy
 }
 
 // docInfo is a tracked entity.
@@ -492,6 +497,9 @@ type batchCommand struct {
 	OriginalChangeVector *string         `json:"OriginalChangeVector,omitempty"`
 	Document             json.RawMessage `json:"Document,omitempty"`
 	Type                 string          `json:"Type"`
+	// PATCH commands (see patch.go).
+	Patch          *PatchRequest `json:"Patch,omitempty"`
+	ReturnDocument bool          `json:"ReturnDocument,omitempty"`
 }
 
 type batchBody struct {
@@ -558,6 +566,8 @@ func (s *Session) SaveChanges() error {
 		cmds = append(cmds, cmd)
 		puts = append(puts, info)
 	}
+	nPatch := len(cmds)
+	cmds = append(cmds, s.patchCommands()...)
 	if len(cmds) == 0 {
 		return nil
 	}
@@ -592,6 +602,7 @@ func (s *Session) SaveChanges() error {
 	for i, info := range puts {
 		s.applyPutResult(info, out.Results[nDel+i], docs[i])
 	}
+	s.applyPatchResults(out.Results[nPatch:])
 	// compact the tracking order
 	kept := s.order[:0]
 	for _, info := range s.order {

@@ -110,7 +110,10 @@ function nodeTestArgs(extra) {
         // A test file whose client left a handle open must not hang CI.
         args.push("--test-force-exit");
     }
-    return [...args, ...extra, ...testFiles()];
+    // Test files named on the command line run alone; otherwise all of them.
+    const named = extra.filter(a => a.endsWith(".test.js"));
+    const flags = extra.filter(a => !a.endsWith(".test.js"));
+    return [...args, ...flags, ...(named.length > 0 ? named : testFiles())];
 }
 
 let testChild = null;

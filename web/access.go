@@ -132,12 +132,19 @@ var routeRules = map[string]rule{
 	"GET /databases/:db/attachments":      dbRead,
 	"HEAD /databases/:db/attachments":     dbRead,
 	"POST /databases/:db/attachments":     dbRead, // GetAttachmentOperation with a type
+	"POST /databases/:db/bulk_insert":     dbWrite,
 	"GET /databases/:db/hilo/next":        dbWrite,
 	"PUT /databases/:db/hilo/return":      dbWrite,
 	"POST /databases/:db/identity/next":   dbWrite,
 	"POST /databases/:db/identity/seed":   dbAdmin.audited("identity.seed", "query:name"),
 	"GET /databases/:db/debug/identities": dbRead,
 	"GET /databases/:db/stats":            dbRead,
+
+	// Patches, lazy operations (each inner request of a multi_get is
+	// checked again by its own rule) and the detailed statistics.
+	"PATCH /databases/:db/docs":         dbWrite,
+	"POST /databases/:db/multi_get":     dbRead,
+	"GET /databases/:db/stats/detailed": dbRead,
 
 	// Import and export (issue 13): an export reads, an import writes
 	// (documents, index definitions, identities, subscriptions), as in
@@ -193,6 +200,7 @@ var routeRules = map[string]rule{
 	// Replication and conflicts.
 	"GET /databases/:db/replication":                              nodeOnly,
 	"GET /databases/:db/replication/stats":                        dbRead,
+	"GET /databases/:db/changes":                                  dbRead, // the Changes API websocket
 	"GET /databases/:db/replication/conflicts":                    dbRead,
 	"GET /databases/:db/replication/conflicts/solver":             dbRead,
 	"GET /databases/:db/studio-tasks/suggest-conflict-resolution": dbRead,

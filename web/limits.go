@@ -158,10 +158,12 @@ func (l *requestLimits) tooLarge(size, limit int64, flag string) error {
 	return dberr.New(dberr.TooLarge, "The request body is larger than %s, the largest request body this server accepts (%s). Nothing was stored.", formatBytes(limit), flag)
 }
 
-// isImport is a dump import (POST /databases/{db}/smuggler/import), whose
-// body is held to --max-import-size instead of --max-request-body.
+// isImport is a dump import (POST /databases/{db}/smuggler/import) or a
+// bulk insert (…/bulk_insert, a stream of documents), whose body is held to
+// --max-import-size instead of --max-request-body.
 func isImport(r *http.Request) bool {
-	return r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/databases/") && strings.HasSuffix(r.URL.Path, "/smuggler/import")
+	return r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/databases/") &&
+		(strings.HasSuffix(r.URL.Path, "/smuggler/import") || strings.HasSuffix(r.URL.Path, "/bulk_insert"))
 }
 
 func (l *requestLimits) tooSlowError(n int64, took time.Duration) error {

@@ -26,6 +26,7 @@ import (
 	"github.com/rookerydb/rookery/backend/alerts"
 	"github.com/rookerydb/rookery/backend/audit"
 	"github.com/rookerydb/rookery/backend/catalog"
+	"github.com/rookerydb/rookery/backend/changes"
 	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/conflicts"
@@ -147,6 +148,11 @@ type Config struct {
 	// studio's document page checks for being ids of other documents
 	// (studio.DefaultMaxDocReferences when zero; none when negative).
 	MaxDocReferences int
+	// PatchTimeLimit is the time the JavaScript patch scripts of one request
+	// share (patch.DefaultTimeLimit when zero); MaxMultiGet bounds the inner
+	// requests of one multi_get (api.DefaultMaxMultiGet when zero).
+	PatchTimeLimit time.Duration
+	MaxMultiGet    int
 	// IndexCleanupInterval is how often the leader applies the auto-index
 	// cleanup rules. DefaultIndexCleanupInterval.
 	IndexCleanupInterval time.Duration
@@ -183,6 +189,11 @@ type Config struct {
 	MaxAlerts int
 	// Now is the alerts' clock (time.Now when nil); tests move it.
 	Now func() time.Time
+	// ChangesMaxPending and ChangesFrameInterval tune the Changes API
+	// (web/changes.go; zero takes changes.DefaultMaxPending and
+	// changes.DefaultFrameInterval).
+	ChangesMaxPending    int
+	ChangesFrameInterval time.Duration
 }
 
 // applyLimits checks the parser limits of cfg, fills in the defaults, and
@@ -316,6 +327,7 @@ type Server struct {
 	idx        *indexes.Service
 	queries    *query.Runner
 	operations *operations.Registry
+	changes    *changes.Hub
 	// lastCleanup is when the ticker last started the auto-index cleanup;
 	// cleaning is set while a pass runs.
 	lastCleanup time.Time
@@ -472,13 +484,16 @@ func New(cfg Config) (*Server, error) {
 	s.subStop, s.subCancel = context.WithCancel(context.Background())
 	s.subRecon = make(chan struct{}, 1)
 	s.reg.MustRegister(subscriptionCollector{s})
-	s.indexes = index.NewManager(index.Options{Logger: cfg.Logger})
+	s.changes = changes.New(changes.Options{MaxPending: cfg.ChangesMaxPending, FrameInterval: cfg.ChangesFrameInterval})
+	s.reg.MustRegister(changesCollector{s.changes})
+	s.indexes = index.NewManager(index.Options{Logger: cfg.Logger, OnChange: s.changesIndexEvent})
 	s.idx = &indexes.Service{Cluster: s.cluster, Catalog: cat, Manager: s.indexes, Tracker: indexes.NewTracker(time.Now()), NodeTag: cfg.NodeTag, Log: cfg.Logger}
 	s.queries = query.NewRunner(s.idx, query.IndexLookup(s.indexes.Get), query.Options{Logger: cfg.Logger})
-	s.operations = operations.New(operations.Options{Describe: describeError, OnChange: func(operations.Info) { s.hub.Notify("") }})
+	s.operations = operations.New(operations.Options{Describe: describeError, OnChange: func(info operations.Info) { s.hub.Notify(""); s.changesOperation(info) }})
 	wire := &api.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs,
 		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: sec.wellKnown(), Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize, MaxAttachmentSize: cfg.MaxAttachmentSize,
-		Indexes: s.idx, Queries: s.queries, Operations: s.operations, Log: cfg.Logger, DumpDir: cfg.DumpDir, Alerts: s.watchers}
+		Indexes: s.idx, Queries: s.queries, Operations: s.operations, Log: cfg.Logger, DumpDir: cfg.DumpDir, Alerts: s.watchers,
+		PatchTimeLimit: cfg.PatchTimeLimit, MaxMultiGet: cfg.MaxMultiGet}
 	if sec.secured {
 		wire.ServerThumbprint = sec.auth.Self
 	}
@@ -503,6 +518,7 @@ func New(cfg Config) (*Server, error) {
 	s.subs.OnChange = s.hub.Notify
 	e.GET("/studio/live", s.hub.Serve)
 	e.GET("/databases/:db/replication", s.serveReplication)
+	e.GET("/databases/:db/changes", s.serveChanges)
 	e.GET("/databases/:db/replication/stats", s.replicationStats)
 	e.GET("/internal/indexes/usage", s.indexUsage)
 	e.GET("/internal/history", s.internalHistory)
@@ -549,6 +565,9 @@ func (s *Server) watch() {
 		if ev.DB != nil {
 			s.watchDB(ev.DB)
 		}
+		if ev.Type == "damaged" {
+			s.changes.DropDatabase(ev.Name, "database damaged")
+		}
 		if ev.Type == "deleted" {
 			if err := s.indexes.CloseDatabase(ev.Name); err != nil {
 				s.log.Warn("closing a deleted database's indexes", "database", ev.Name, "error", err)
@@ -556,6 +575,7 @@ func (s *Server) watch() {
 			s.idx.Tracker.Forget(ev.Name)
 			s.activity.Forget(ev.Name)
 			s.alerts.ClearDatabase(ev.Name)
+			s.changes.DropDatabase(ev.Name, "database deleted")
 			s.forgetClosed()
 		}
 		s.hub.Notify("")
@@ -580,6 +600,7 @@ func (s *Server) watchDB(db *storage.DB) {
 	name := db.Name()
 	db.SetResolver(s.resolver)
 	s.commitLog(db)
+	db.OnCommit(func(ch []storage.Change) { s.changes.Documents(name, ch) })
 	db.OnCommit(func([]storage.Change) {
 		s.subs.Notify(name)
 		s.hub.Notify(name)
@@ -647,6 +668,7 @@ func (s *Server) URL() string { return *s.url.Load() }
 // they queued) finish, then closes the databases.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
+	s.changes.DropAll("server stopping")
 	s.stopReplication()
 	s.stopSubscriptions()
 	err := s.http.Shutdown(ctx)

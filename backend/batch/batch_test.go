@@ -45,21 +45,23 @@ func TestParseSessionBatch(t *testing.T) {
 
 func TestParseRejects(t *testing.T) {
 	cases := map[string]string{
-		"not json":           `nope`,
-		"array":              `[]`,
-		"no commands":        `{}`,
-		"commands object":    `{"Commands":{}}`,
-		"truncated":          `{"Commands":[{"Id":"a","Type":"PUT","Document":{}}`,
-		"put no doc":         `{"Commands":[{"Id":"a","Type":"PUT"}]}`,
-		"delete no id":       `{"Commands":[{"Type":"DELETE"}]}`,
-		"no type":            `{"Commands":[{"Id":"a","Document":{}}]}`,
-		"patch":              `{"Commands":[{"Id":"a","Type":"PATCH","Patch":{"Script":"x"}}]}`,
-		"id number":          `{"Commands":[{"Id":5,"Type":"DELETE"}]}`,
-		"doc array":          `{"Commands":[{"Id":"a","Type":"PUT","Document":[]}]}`,
-		"bad collection":     `{"Commands":[{"Id":"a","Type":"PUT","Document":{"@metadata":{"@collection":1}}}]}`,
-		"trailing":           `{"Commands":[]} x`,
-		"cluster-wide":       `{"Commands":[],"TransactionMode":"ClusterWide"}`,
-		"command not object": `{"Commands":[1]}`,
+		"not json":             `nope`,
+		"array":                `[]`,
+		"no commands":          `{}`,
+		"commands object":      `{"Commands":{}}`,
+		"truncated":            `{"Commands":[{"Id":"a","Type":"PUT","Document":{}}`,
+		"put no doc":           `{"Commands":[{"Id":"a","Type":"PUT"}]}`,
+		"delete no id":         `{"Commands":[{"Type":"DELETE"}]}`,
+		"no type":              `{"Commands":[{"Id":"a","Document":{}}]}`,
+		"patch without script": `{"Commands":[{"Id":"a","Type":"PATCH","Patch":{"Values":{}}}]}`,
+		"patch without id":     `{"Commands":[{"Type":"PATCH","Patch":{"Script":"x"}}]}`,
+		"unknown type":         `{"Commands":[{"Id":"a","Type":"AttachmentPUT"}]}`,
+		"id number":            `{"Commands":[{"Id":5,"Type":"DELETE"}]}`,
+		"doc array":            `{"Commands":[{"Id":"a","Type":"PUT","Document":[]}]}`,
+		"bad collection":       `{"Commands":[{"Id":"a","Type":"PUT","Document":{"@metadata":{"@collection":1}}}]}`,
+		"trailing":             `{"Commands":[]} x`,
+		"cluster-wide":         `{"Commands":[],"TransactionMode":"ClusterWide"}`,
+		"command not object":   `{"Commands":[1]}`,
 	}
 	for name, body := range cases {
 		_, err := batch.Parse(strings.NewReader(body))

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -53,7 +54,15 @@ func ParseMax(raw []byte, max int64) (Parsed, error) {
 	if max > 0 && int64(len(raw)) > max {
 		return Parsed{}, &SizeError{Size: int64(len(raw)), Max: max}
 	}
-	dec := jsontext.NewDecoder(bytes.NewReader(raw))
+	// A bytes.Buffer is read in place (no copy into the decoder's own
+	// buffer), and decoders are pooled: one document costs its stored body
+	// and little else.
+	dec := decoders.Get().(*jsontext.Decoder)
+	defer func() {
+		dec.Reset(emptyBuffer)
+		decoders.Put(dec)
+	}()
+	dec.Reset(bytes.NewBuffer(raw))
 	p, err := ReadMax(dec, max)
 	if err != nil {
 		return p, err
@@ -63,6 +72,11 @@ func ParseMax(raw []byte, max int64) (Parsed, error) {
 	}
 	return p, nil
 }
+
+var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(emptyBuffer) }}
+
+// emptyBuffer is what a pooled decoder reads while it waits: never written.
+var emptyBuffer = new(bytes.Buffer)
 
 // SizeError is a document over the size limit: its JSON is at least Size
 // bytes (reading stops at the first member past the limit).

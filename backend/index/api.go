@@ -42,6 +42,18 @@ type Options struct {
 	// Now is the clock (created time, error timestamps, last indexing
 	// time); time.Now when nil.
 	Now func() time.Time
+	// OnChange, when set, hears of index changes (the Changes API's
+	// IndexChange): a batch committed, an index added or removed. It runs
+	// on the index's writer or the caller of Put/Delete and must not block.
+	OnChange func(Event)
+}
+
+// Event is an index change for Options.OnChange.
+type Event struct {
+	Database string
+	Index    string
+	Type     string // "BatchCompleted", "IndexAdded" or "IndexRemoved"
+	Etag     int64  // the last document etag indexed (BatchCompleted)
 }
 
 // Index is one open index: its SQLite file, its writer goroutine and its

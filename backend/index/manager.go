@@ -78,6 +78,9 @@ func (m *Manager) Put(db *storage.DB, def Definition) (*Index, error) {
 		return nil, err
 	}
 	d.indexes[key] = ix
+	if m.opts.OnChange != nil {
+		m.opts.OnChange(Event{Database: db.Name(), Index: def.Name, Type: "IndexAdded"})
+	}
 	return ix, nil
 }
 
@@ -138,6 +141,9 @@ func (m *Manager) Delete(dbName, name string) error {
 	}
 	err := ix.Close()
 	removeFiles(ix.path)
+	if m.opts.OnChange != nil {
+		m.opts.OnChange(Event{Database: dbName, Index: ix.Name(), Type: "IndexRemoved"})
+	}
 	return err
 }
 

@@ -279,6 +279,9 @@ func (ix *Index) runBatch(ctx context.Context) (more bool, err error) {
 		return false, err
 	}
 	ix.publish(b)
+	if ix.opts.OnChange != nil {
+		ix.opts.OnChange(Event{Database: ix.db.Name(), Index: ix.Name(), Type: "BatchCompleted", Etag: ix.LastIndexedEtag()})
+	}
 	return b.full, nil
 }
 

@@ -1,10 +1,14 @@
 // Package patch runs RavenDB's JavaScript patches over documents in goja:
 // the script sees the document as `this` (and as the query's alias, for
 // `from Orders as o update { o.X = 1 }`), its arguments as `args`, and the
-// helpers id(doc), getMetadata(doc), load(id) (a read-only copy of another
-// document), output()/console.log() for debug output. Each run is bounded in
-// time (goja counts no statements, so a runaway loop is interrupted by a
-// timer) and a script whose result is not a document is refused.
+// helpers id(doc), getMetadata(doc), load(id) and load([ids]) (read-only
+// copies of other documents), put(id, doc[, changeVector]) and
+// del(id[, changeVector]) (writes of other documents, through the caller's
+// transaction, at most Env.MaxWrites of them), output()/console.log() for
+// debug output. Each run is bounded in time (goja counts no statements, so a
+// runaway loop is interrupted by a timer; Env.Deadline shares one budget
+// between the runs of a request) and a script whose result is not a
+// document is refused.
 package patch
 
 import (
@@ -45,7 +49,10 @@ func IsError(err error) bool {
 var aliasRE = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
 
 // reserved are names a query alias cannot take in the script's scope.
-var reserved = map[string]bool{"this": true, "args": true, "load": true, "id": true, "getMetadata": true, "output": true, "console": true}
+var reserved = map[string]bool{"this": true, "args": true, "load": true, "id": true, "getMetadata": true, "output": true, "console": true, "put": true, "del": true}
+
+// DefaultMaxWrites bounds the put() and del() calls of one run.
+const DefaultMaxWrites = 1024
 
 // Script is a compiled patch.
 type Script struct {
@@ -85,6 +92,38 @@ type Env struct {
 	Load func(id string) ([]byte, error)
 	// Output receives output()/console.log() values (debug).
 	Output func(string)
+	// Put writes another document (its JSON, @metadata included) with an
+	// optional expected change vector, and returns the id it was stored
+	// under; nil leaves put() refused.
+	Put func(id string, doc []byte, changeVector *string) (string, error)
+	// Delete deletes another document (an optional expected change
+	// vector); it tells whether there was one. nil leaves del() refused.
+	Delete func(id string, changeVector *string) (bool, error)
+	// MaxWrites bounds the put() and del() calls of the run
+	// (DefaultMaxWrites when zero).
+	MaxWrites int
+	// Deadline, when set, ends the run earlier than the script's own time
+	// limit: the scripts of one request share one budget.
+	Deadline time.Time
+	// Actions, when set, receives what the run did besides changing the
+	// document (the debug output's Actions).
+	Actions *Actions
+}
+
+// Actions are the other documents a run read, wrote and deleted.
+type Actions struct {
+	LoadDocument   []string `json:"LoadDocument,omitempty"`
+	PutDocument    []string `json:"PutDocument,omitempty"`
+	DeleteDocument []string `json:"DeleteDocument,omitempty"`
+}
+
+// optString reads an optional string argument (undefined and null: nil).
+func optString(v goja.Value) *string {
+	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
+		return nil
+	}
+	s := v.String()
+	return &s
 }
 
 // Run applies the script to a document (JSON with its @metadata, as
@@ -142,9 +181,12 @@ func (s *Script) Run(doc []byte, env Env) (out []byte, changed bool, err error) 
 		}
 		return goja.Null()
 	})
-	_ = vm.Set("load", func(id string) goja.Value {
+	loadOne := func(id string) goja.Value {
 		if env.Load == nil {
 			return goja.Null()
+		}
+		if env.Actions != nil {
+			env.Actions.LoadDocument = append(env.Actions.LoadDocument, id)
 		}
 		b, err := env.Load(id)
 		if err != nil {
@@ -158,6 +200,79 @@ func (s *Script) Run(doc []byte, env Env) (out []byte, changed bool, err error) 
 			panic(err)
 		}
 		return v
+	}
+	_ = vm.Set("load", func(v goja.Value) goja.Value {
+		// load([ids]) loads each, in order.
+		if o, ok := v.(*goja.Object); ok && o.ClassName() == "Array" {
+			var ids []string
+			if err := vm.ExportTo(o, &ids); err != nil {
+				panic(vm.NewTypeError("load() takes an id or an array of ids"))
+			}
+			out := make([]any, len(ids))
+			for i, id := range ids {
+				out[i] = loadOne(id)
+			}
+			return vm.NewArray(out...)
+		}
+		if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
+			panic(vm.NewTypeError("load() needs an id"))
+		}
+		return loadOne(v.String())
+	})
+	maxWrites := env.MaxWrites
+	if maxWrites <= 0 {
+		maxWrites = DefaultMaxWrites
+	}
+	writes := 0
+	countWrite := func() {
+		writes++
+		if writes > maxWrites {
+			panic(vm.NewGoError(&Error{Msg: fmt.Sprintf("the patch script called put() and del() more than %d times", maxWrites)}))
+		}
+	}
+	_ = vm.Set("put", func(call goja.FunctionCall) goja.Value {
+		if env.Put == nil {
+			panic(vm.NewTypeError("put() is not available here"))
+		}
+		idv := call.Argument(0)
+		if goja.IsUndefined(idv) || goja.IsNull(idv) {
+			panic(vm.NewTypeError("put() needs an id"))
+		}
+		o, ok := call.Argument(1).(*goja.Object)
+		if !ok || o.ClassName() == "Array" {
+			panic(vm.NewTypeError("put() needs a document object"))
+		}
+		countWrite()
+		b, err := stringify(goja.Undefined(), o)
+		if err != nil {
+			panic(err)
+		}
+		id, err := env.Put(idv.String(), []byte(b.String()), optString(call.Argument(2)))
+		if err != nil {
+			panic(vm.NewGoError(err))
+		}
+		if env.Actions != nil {
+			env.Actions.PutDocument = append(env.Actions.PutDocument, id)
+		}
+		return vm.ToValue(id)
+	})
+	_ = vm.Set("del", func(call goja.FunctionCall) goja.Value {
+		if env.Delete == nil {
+			panic(vm.NewTypeError("del() is not available here"))
+		}
+		idv := call.Argument(0)
+		if goja.IsUndefined(idv) || goja.IsNull(idv) {
+			panic(vm.NewTypeError("del() needs an id"))
+		}
+		countWrite()
+		deleted, err := env.Delete(idv.String(), optString(call.Argument(1)))
+		if err != nil {
+			panic(vm.NewGoError(err))
+		}
+		if env.Actions != nil {
+			env.Actions.DeleteDocument = append(env.Actions.DeleteDocument, idv.String())
+		}
+		return vm.ToValue(deleted)
 	})
 	out1 := func(call goja.FunctionCall) goja.Value {
 		if env.Output != nil {
@@ -179,8 +294,17 @@ func (s *Script) Run(doc []byte, env Env) (out []byte, changed bool, err error) 
 		return nil, false, &Error{Msg: "the patch script failed to load: " + err.Error()}
 	}
 	fn, _ := goja.AssertFunction(fnVal)
+	limit := s.TimeLimit
+	if !env.Deadline.IsZero() {
+		if left := time.Until(env.Deadline); left < limit {
+			limit = left
+		}
+		if limit <= 0 {
+			return nil, false, &Error{Msg: "the request's patch scripts ran out of their shared time limit"}
+		}
+	}
 	fired := make(chan struct{})
-	timer := time.AfterFunc(s.TimeLimit, func() { vm.Interrupt("time limit"); close(fired) })
+	timer := time.AfterFunc(limit, func() { vm.Interrupt("time limit"); close(fired) })
 	_, err = fn(jsDoc, jsDoc)
 	if !timer.Stop() {
 		// The limit fired, maybe just as the script ended: wait until its
@@ -191,10 +315,16 @@ func (s *Script) Run(doc []byte, env Env) (out []byte, changed bool, err error) 
 	vm.ClearInterrupt()
 	if err != nil {
 		if _, ok := err.(*goja.InterruptedError); ok {
-			return nil, false, &Error{Msg: fmt.Sprintf("the patch script ran longer than its %s limit", s.TimeLimit)}
+			return nil, false, &Error{Msg: fmt.Sprintf("the patch script ran longer than its %s limit", limit)}
 		}
 		e := &Error{Msg: "the patch script failed: " + err.Error()}
 		if ex, ok := err.(*goja.Exception); ok {
+			// What put(), del() or load() failed with (a concurrency
+			// error, the write bound) keeps its own kind, unless the
+			// script caught it.
+			if inner := ex.Unwrap(); inner != nil {
+				return nil, false, inner
+			}
 			if s, ok := ex.Value().Export().(string); ok {
 				e.Thrown = s
 			}

@@ -118,6 +118,16 @@ func Patch(ctx context.Context, r *query.Runner, db *storage.DB, req query.Reque
 						return nil, err
 					}
 					return od.AppendJSON(nil), nil
+				}, Put: func(other string, doc []byte, cv *string) (string, error) {
+					parsed, err := document.Parse(doc)
+					if err != nil {
+						return "", dberr.New(dberr.BadRequest, "put('%s'): %v", other, err)
+					}
+					info, err := tx.Put(other, parsed, cv)
+					return info.ID, err
+				}, Delete: func(other string, cv *string) (bool, error) {
+					_, deleted, err := tx.Delete(other, cv)
+					return deleted, err
 				}})
 				if err != nil {
 					return fmt.Errorf("patching %s: %w", id, err)

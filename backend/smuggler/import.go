@@ -19,10 +19,10 @@ import (
 // importBatch is how many documents an import writes per transaction: a
 // failure part way keeps every batch before it and nothing of the batch
 // it broke (no half-written document).
-const importBatch = 1024
+const importBatch = 2048
 
 // importBatchBytes bounds one batch's bodies.
-const importBatchBytes = 16 << 20
+const importBatchBytes = 8 << 20
 
 // Import reads a dump from r into db and counts what it did in res. The
 // dump's documents keep their ids, metadata and change vectors (HiLo
@@ -54,6 +54,8 @@ func Import(ctx context.Context, db *storage.DB, svc Services, o Options, r io.R
 		return err
 	}
 	defer dr.Close()
+	// Documents are checked once, by document.Parse (imp.doc).
+	dr.ParsedStrictly("Docs", "Results")
 	imp := &importer{ctx: ctx, db: db, svc: svc, o: o, res: res, transform: transform}
 	defer func() {
 		// Whatever stopped the import, what was read before it is kept.
@@ -65,9 +67,11 @@ func Import(ctx context.Context, db *storage.DB, svc Services, o Options, r io.R
 			err = ferr
 		}
 	}()
+	ahead := readAhead(dr)
+	defer ahead.stop()
 	section := ""
 	for {
-		it, err := dr.Next()
+		it, err := ahead.next()
 		if errors.Is(err, io.EOF) {
 			break
 		}

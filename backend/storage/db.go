@@ -109,6 +109,8 @@ type DB struct {
 	mark       *os.File
 	markBuf    []byte
 	markFailed bool
+
+	ckpt *checkpointer // checkpoint.go
 }
 
 // Collection is a collection's name and counts.
@@ -138,7 +140,7 @@ func dsn(path string, readOnly bool) string {
 	if readOnly {
 		q += "&_pragma=query_only(1)"
 	} else {
-		q += "&_txlock=immediate"
+		q += "&_txlock=immediate&_pragma=wal_autocheckpoint(" + strconv.Itoa(writerAutoCheckpoint) + ")&_pragma=cache_size(-" + strconv.Itoa(writerCacheKiB) + ")"
 	}
 	return "file:" + path + q
 }
@@ -294,6 +296,9 @@ func open(path string, opts Options, existed bool) (*DB, error) {
 		return fail(err)
 	}
 	if err := db.prepare(); err != nil {
+		return fail(err)
+	}
+	if db.ckpt, err = startCheckpointer(path); err != nil {
 		return fail(err)
 	}
 	return db, nil
@@ -494,6 +499,7 @@ func (db *DB) Close() error {
 	close(db.reqs)
 	db.closeMu.Unlock()
 	<-db.done
+	_ = db.ckpt.close()
 	// Fold the WAL back into the main file so a closed database is one file.
 	_, _ = db.writer.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
 	for _, st := range db.wstmts {
@@ -599,6 +605,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 	if tx.lastEtag != startEtag {
 		db.writeMark(tx.lastEtag)
 	}
+	db.ckpt.notify()
 	db.mu.Lock()
 	db.lastEtag = tx.lastEtag
 	db.cv = tx.cv

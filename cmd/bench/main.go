@@ -70,11 +70,23 @@ type config struct {
 	indexDocs   int             // indexes: documents in the indexed collection (0 skips)
 	smugDocs    int             // smuggler: documents exported and imported (0 skips)
 	refDocs     int             // indexes: documents referencing one document (LoadDocument)
+	pg          string          // bulkinsert: a PostgreSQL DSN, "auto" (a throwaway server) or "" (skip)
 	only        map[string]bool // sections to run; all when empty
 	dir         string
+
+	// changes: subscribers, writes/s, rounds, time per round (0 subscribers skips)
+	changesSubs, changesRate, changesRounds int
+	changesFor                              time.Duration
 }
 
 func main() {
+	if spec := os.Getenv(changesChildEnv); spec != "" {
+		if err := changesChild(spec, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench changes child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var c config
 	quick := flag.Bool("quick", false, "small sizes (a smoke run)")
 	flag.IntVar(&c.docs, "docs", 100_000, "documents per bulk-insert run")
@@ -97,6 +109,11 @@ func main() {
 	flag.IntVar(&c.indexDocs, "index-docs", 1_000_000, "indexes: documents in the indexed collection (0 skips the section)")
 	flag.IntVar(&c.smugDocs, "smuggler-docs", 1_000_000, "smuggler: documents exported and imported (0 skips the section)")
 	flag.IntVar(&c.refDocs, "ref-docs", 10_000, "indexes: documents referencing one document for the LoadDocument measurement")
+	flag.IntVar(&c.changesSubs, "changes-subs", 100, "changes: Changes API subscribers, in a child process (0 skips the section)")
+	flag.IntVar(&c.changesRate, "changes-rate", 1000, "changes: document writes per second")
+	flag.DurationVar(&c.changesFor, "changes-for", 5*time.Second, "changes: how long each round writes")
+	flag.IntVar(&c.changesRounds, "changes-rounds", 4, "changes: rounds, each with and without subscribers (order alternating)")
+	flag.StringVar(&c.pg, "pg", "", "bulkinsert section: a PostgreSQL DSN to compare with, or auto (a throwaway server from Debian's postgresql package)")
 	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	only := flag.String("only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
@@ -131,6 +148,10 @@ func main() {
 			"tls-docs":          func() { c.tlsDocs = 2000 },
 			"tls-rounds":        func() { c.tlsRounds = 2 },
 			"index-docs":        func() { c.indexDocs = 20_000 },
+			"changes-subs":      func() { c.changesSubs = 20 },
+			"changes-rate":      func() { c.changesRate = 200 },
+			"changes-for":       func() { c.changesFor = time.Second },
+			"changes-rounds":    func() { c.changesRounds = 2 },
 		}
 		for name, apply := range quickDefaults {
 			if !set[name] {
@@ -167,7 +188,7 @@ func main() {
 }
 
 // sections are the report's parts, for -only.
-var sections = []string{"bulk", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler", "extensions"}
+var sections = []string{"bulk", "bulkinsert", "hilo", "identities", "cluster", "replication", "tls", "studio", "conflicts", "subscriptions", "probe", "indexes", "smuggler", "changes", "extensions"}
 
 // runs tells whether a section is part of this run.
 func (c config) runs(section string) bool { return len(c.only) == 0 || c.only[section] }
@@ -191,6 +212,12 @@ func run(c config, out io.Writer) error {
 
 	if c.runs("bulk") {
 		if err := bulk(out, c, url); err != nil {
+			return err
+		}
+	}
+
+	if c.runs("bulkinsert") {
+		if err := bulkInsertSection(out, c, url); err != nil {
 			return err
 		}
 	}
@@ -274,6 +301,11 @@ func run(c config, out io.Writer) error {
 
 	if c.runs("indexes") && c.indexDocs > 0 {
 		if err := indexesBench(out, c.dir, c.indexDocs, c.refDocs); err != nil {
+			return err
+		}
+	}
+	if c.runs("changes") && c.changesSubs > 0 && c.changesRate > 0 && c.changesFor > 0 {
+		if err := changesBench(out, url, c.changesSubs, c.changesRate, c.changesFor, max(c.changesRounds, 1)); err != nil {
 			return err
 		}
 	}

@@ -110,6 +110,27 @@ func (n *childNode) peakMB() float64 {
 	return 0
 }
 
+// cpu is the node's CPU time (user and system) so far, from
+// /proc/<pid>/stat (clock ticks of 10 ms); 0 where there is no /proc.
+func (n *childNode) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: count from after it.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
 // exportTo streams db's dump into path and returns how long it took.
 func exportTo(url, db, path string) (time.Duration, int64, error) {
 	f, err := os.Create(path)
@@ -198,11 +219,13 @@ func smugglerBench(out io.Writer, dir string, n int) error {
 	bodies := bulkBodies(docs, 1000)
 	docs = nil
 	node.resetPeak()
+	cpu0 := node.cpu()
 	bulkRate, err := postBodies(http.DefaultClient, node.url, "bulk", bodies, 4, n)
 	if err != nil {
 		return err
 	}
 	bulkPeak := node.peakMB()
+	bulkCPU := perDoc(node.cpu()-cpu0, n)
 	bodies = nil
 
 	node.resetPeak()
@@ -223,17 +246,24 @@ func smugglerBench(out io.Writer, dir string, n int) error {
 		return err
 	}
 	node.resetPeak()
+	cpu0 = node.cpu()
 	took, err = importFrom(node.url, "imported", path)
 	if err != nil {
 		return err
 	}
 	importPeak := node.peakMB()
+	importCPU := perDoc(node.cpu()-cpu0, n)
 	importRate := float64(n) / took.Seconds()
 
 	fmt.Fprintf(out, "\n## Import and export (N=%d, %d-byte documents; the node is a separate process)\n", n, 750)
-	fmt.Fprintf(out, "HTTP bulk insert (4 clients, 1000 per request)   %9.0f docs/s   node peak RSS %6.0f MB\n", bulkRate, bulkPeak)
+	fmt.Fprintf(out, "HTTP bulk insert (4 clients, 1000 per request)   %9.0f docs/s   node peak RSS %6.0f MB   node CPU %5.1f µs/doc\n", bulkRate, bulkPeak, bulkCPU)
 	fmt.Fprintf(out, "export (one request, streamed to a file, gzip)   %9.0f docs/s   node peak RSS %6.0f MB   (%.2fx bulk insert; dump %.1f MB)\n", exportRate, exportPeak, exportRate/bulkRate, float64(size)/(1<<20))
-	fmt.Fprintf(out, "import (one multipart request, streamed)          %9.0f docs/s   node peak RSS %6.0f MB   (%.2fx bulk insert, target >= 0.8x)\n", importRate, importPeak, importRate/bulkRate)
+	fmt.Fprintf(out, "import (one multipart request, streamed)          %9.0f docs/s   node peak RSS %6.0f MB   node CPU %5.1f µs/doc   (%.2fx bulk insert, target >= 0.8x)\n", importRate, importPeak, importCPU, importRate/bulkRate)
 	fmt.Fprintf(out, "export peak RSS with %d documents %.0f MB, with %d documents %.0f MB (%.2fx for %dx the documents)\n", small, smallPeak, n, exportPeak, exportPeak/max(smallPeak, 1), n/small)
 	return nil
+}
+
+// perDoc is d spread over n documents, in microseconds.
+func perDoc(d time.Duration, n int) float64 {
+	return float64(d.Microseconds()) / float64(max(n, 1))
 }

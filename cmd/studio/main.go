@@ -26,9 +26,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rookerydb/rookery/backend/changes"
 	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/history"
+	"github.com/rookerydb/rookery/backend/patch"
 	"github.com/rookerydb/rookery/backend/rql"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/handlers/api"
@@ -68,6 +70,11 @@ type options struct {
 	alertIndexStale, alertLeaderWindow                               time.Duration
 	alertElections, alertCertificateDays, maxAlerts                  int
 	maxDocReferences                                                 int
+	patchTimeLimit                                                   time.Duration
+	maxMultiGet                                                      int
+	// The Changes API (web.Config's Changes… fields).
+	changesMaxPending    int
+	changesFrameInterval time.Duration
 	// tagSet: --node-tag (or ROOKERY_NODE_TAG) was given explicitly.
 	tagSet bool
 }
@@ -121,6 +128,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.minDataRate, "min-data-rate", web.DefaultMinDataRate, "slowest average rate, in bytes/s, at which a request body may arrive or a response be read, once --min-data-rate-grace has passed (-1: off)")
 	fs.DurationVar(&o.minDataRateGrace, "min-data-rate-grace", web.DefaultMinDataRateGrace, "how long a body or a response write may go before --min-data-rate applies")
 	fs.IntVar(&o.maxLivePages, "max-live-pages", web.DefaultMaxLivePages, "most studio pages kept live at once, one websocket each (-1: no cap)")
+	fs.DurationVar(&o.patchTimeLimit, "patch-time-limit", patch.DefaultTimeLimit, "time the JavaScript patch scripts of one request share (PATCH /docs, the PATCH commands of a batch); a script still running then fails the request and nothing of it is written (0: the default)")
+	fs.IntVar(&o.maxMultiGet, "max-multi-get", web.DefaultMaxMultiGet, "most inner requests of one multi_get (the session's lazy operations; 0: the default)")
+	fs.IntVar(&o.changesMaxPending, "changes-max-pending", changes.DefaultMaxPending, "most notifications queued for one Changes API websocket; a client that lets more pile up is dropped (close 1008, \"too slow\")")
+	fs.DurationVar(&o.changesFrameInterval, "changes-frame-interval", changes.DefaultFrameInterval, "shortest time between two frames of a database's Changes API notifications while they keep coming (the first after a quiet spell goes at once)")
 	fs.IntVar(&o.maxDocReferences, "max-doc-references", studio.DefaultMaxDocReferences, "most distinct strings of a document the studio's document page checks for being ids of other documents, to link them (-1: none)")
 	fs.DurationVar(&o.indexCleanupInterval, "index-cleanup-interval", web.DefaultIndexCleanupInterval, "how often the leader applies the auto-index cleanup rules (Indexing.CleanupIntervalInMin)")
 	fs.DurationVar(&o.historyRetention, "history-retention", history.DefaultRetention, "how far back the studio's charts go (writes/s, replication lag, subscription backlog), kept in memory")
@@ -221,11 +232,13 @@ func run(args []string, stderr io.Writer) error {
 		MaxChangeVectorLength: o.maxChangeVectorLength, MaxChangeVectorEntries: o.maxChangeVectorEntries, MaxWorkerMessage: o.maxWorkerMessage,
 		MaxConnections: o.maxConnections, MaxRequestBody: int64(o.maxRequestBody), MaxDocumentSize: int64(o.maxDocumentSize), MaxImportSize: int64(o.maxImport), MaxAttachmentSize: int64(o.maxAttachment),
 		MinDataRate: o.minDataRate, MinDataRateGrace: o.minDataRateGrace, MaxLivePages: o.maxLivePages, MaxDocReferences: o.maxDocReferences,
+		PatchTimeLimit: o.patchTimeLimit, MaxMultiGet: o.maxMultiGet,
 		IndexCleanupInterval: o.indexCleanupInterval, DumpDir: o.dumpDir,
 		HistoryRetention: o.historyRetention, HistoryInterval: o.historyInterval, HistoryMaxSeries: o.historyMaxSeries,
 		AlertNodeUnreachable: o.alertNodeUnreachable, AlertReplicationError: o.alertReplicationError, AlertReplicationLag: o.alertReplicationLag,
 		AlertIndexStale: o.alertIndexStale, AlertLeaderWindow: o.alertLeaderWindow, AlertElections: o.alertElections,
-		AlertCertificateDays: o.alertCertificateDays, MaxAlerts: o.maxAlerts}
+		AlertCertificateDays: o.alertCertificateDays, MaxAlerts: o.maxAlerts,
+		ChangesMaxPending: o.changesMaxPending, ChangesFrameInterval: o.changesFrameInterval}
 	if err := resolveTag(&o, &cfg, log); err != nil {
 		return err
 	}

@@ -91,6 +91,15 @@ type API struct {
 	// /admin/notifications unavailable.
 	Alerts alerts.Center
 
+	// PatchTimeLimit is the time the patch scripts of one request share
+	// (--patch-time-limit; patch.DefaultTimeLimit when zero).
+	PatchTimeLimit time.Duration
+	// MaxMultiGet bounds the inner requests of one multi_get
+	// (--max-multi-get; DefaultMaxMultiGet when zero).
+	MaxMultiGet int
+	// router dispatches multi_get's inner requests (set by Register).
+	router *echo.Echo
+
 	// proposed are the tags nextTag handed out in the last minute, so nodes
 	// started together (asking before either joined) get different ones.
 	proposedMu sync.Mutex
@@ -129,7 +138,9 @@ func (a *API) Register(e *echo.Echo) {
 	g.HEAD("/docs", a.headDoc)
 	g.PUT("/docs", a.putDoc)
 	g.DELETE("/docs", a.deleteDoc)
+	a.registerPatch(e, g)
 	g.POST("/bulk_docs", a.bulkDocs)
+	a.registerBulkInsert(g)
 	g.GET("/hilo/next", a.hiloNext)
 	g.PUT("/hilo/return", a.hiloReturn)
 	g.POST("/identity/next", a.identityNext)

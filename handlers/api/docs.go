@@ -492,7 +492,7 @@ func (a *API) bulkDocs(c echo.Context) error {
 		}
 		return err
 	}
-	res, err := batch.Execute(c.Request().Context(), db, a.idents(), cmds)
+	res, err := batch.ExecuteWith(c.Request().Context(), db, a.idents(), cmds, batch.Options{PatchTimeLimit: a.PatchTimeLimit})
 	if err != nil {
 		return err
 	}
@@ -515,6 +515,8 @@ func (a *API) bulkDocs(c echo.Context) error {
 
 func appendResult(buf []byte, r batch.Result) []byte {
 	switch r.Type {
+	case batch.Patch:
+		return appendPatchResult(buf, r)
 	case batch.Put:
 		buf = append(buf, `{"Type":"PUT","@id":`...)
 		buf = document.AppendString(buf, r.ID)

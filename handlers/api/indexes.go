@@ -243,7 +243,8 @@ func (a *API) resetIndex(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.db(c); err != nil {
+	db, err := a.db(c)
+	if err != nil {
 		return err
 	}
 	ix, err := a.Indexes.Open(c.Param("db"), name)
@@ -253,6 +254,7 @@ func (a *API) resetIndex(c echo.Context) error {
 	if err := ix.Reset(); err != nil {
 		return err
 	}
+	a.followIndexReset(db, ix)
 	return c.NoContent(http.StatusNoContent)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/storage"
 )
 
 // stats serves GET /stats (DatabaseStatistics).
@@ -17,20 +18,51 @@ func (a *API) stats(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s := db.Stats()
-	conflictedDocs, conflictRows, err := db.ConflictCounts(c.Request().Context())
+	out, err := databaseStats(c, db)
 	if err != nil {
 		return err
 	}
-	attachments, uniqueAttachments, err := db.AttachmentCounts(c.Request().Context())
+	return writeJSON(c, http.StatusOK, out)
+}
+
+// detailedStats serves GET /stats/detailed (DetailedDatabaseStatistics):
+// everything /stats says, and the counts of what Rookery does not keep
+// yet as zeros.
+func (a *API) detailedStats(c echo.Context) error {
+	db, err := a.db(c)
 	if err != nil {
 		return err
+	}
+	out, err := databaseStats(c, db)
+	if err != nil {
+		return err
+	}
+	identities := 0
+	if a.Cluster != nil {
+		identities = len(a.Cluster.Identities(db.Name()))
+	}
+	out["CountOfIdentities"] = identities
+	out["CountOfCompareExchange"] = 0
+	out["CountOfCompareExchangeTombstones"] = 0
+	out["CountOfTimeSeriesDeletedRanges"] = 0
+	return writeJSON(c, http.StatusOK, out)
+}
+
+func databaseStats(c echo.Context, db *storage.DB) (map[string]any, error) {
+	s := db.Stats()
+	conflictedDocs, conflictRows, err := db.ConflictCounts(c.Request().Context())
+	if err != nil {
+		return nil, err
+	}
+	attachments, uniqueAttachments, err := db.AttachmentCounts(c.Request().Context())
+	if err != nil {
+		return nil, err
 	}
 	var lastWrite any
 	if !s.LastWrite.IsZero() {
 		lastWrite = document.FormatTime(s.LastWrite)
 	}
-	return writeJSON(c, http.StatusOK, map[string]any{
+	return map[string]any{
 		"LastDocEtag":                              s.LastEtag,
 		"LastDatabaseEtag":                         s.LastEtag,
 		"CountOfIndexes":                           0,
@@ -54,7 +86,7 @@ func (a *API) stats(c echo.Context) error {
 		"SizeOnDisk":                               map[string]any{"HumaneSize": humanize.IBytes(uint64(s.SizeOnDisk)), "SizeInBytes": s.SizeOnDisk},
 		"TempBuffersSizeOnDisk":                    map[string]any{"HumaneSize": "0 B", "SizeInBytes": 0},
 		"NumberOfTransactionMergerQueueOperations": 0,
-	})
+	}, nil
 }
 
 // collectionStats serves GET /collections/stats.

@@ -17,10 +17,10 @@ package dump
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/klauspost/compress/gzip"
 	"io"
 	"strings"
 
@@ -130,6 +130,8 @@ type Reader struct {
 	first   bool // inside an array: no element read yet
 	buf     []byte
 	bin     []byte
+
+	lazy map[string]bool // sections whose items are not checked as JSON here
 }
 
 // countingReader counts the decompressed bytes handed to the bufio.Reader.
@@ -174,6 +176,19 @@ func NewReader(r io.Reader, lim Limits) (*Reader, error) {
 	rd.src = &countingReader{r: plain}
 	rd.br = bufio.NewReaderSize(rd.src, 64<<10)
 	return rd, nil
+}
+
+// ParsedStrictly names sections whose items the caller parses with a strict
+// JSON parser of its own (the documents, with document.Parse): their items
+// are still cut at the right place, bounded in size and depth, but not
+// checked as JSON a second time here. Their JSON is then only well-nested.
+func (r *Reader) ParsedStrictly(sections ...string) {
+	if r.lazy == nil {
+		r.lazy = map[string]bool{}
+	}
+	for _, s := range sections {
+		r.lazy[s] = true
+	}
 }
 
 // Compression is the stream's compression, as detected.
@@ -470,6 +485,9 @@ func (r *Reader) scanValue(depth int) error {
 			return r.fail(r.index, r.Offset(), "an item over %d bytes", r.lim.MaxItem)
 		}
 		if len(stack) == 0 {
+			if r.lazy[r.section] {
+				return nil
+			}
 			if !json.Valid(r.buf) {
 				return r.fail(r.index, start, "an item that is not valid JSON")
 			}

@@ -2,10 +2,10 @@ package dump
 
 import (
 	"bufio"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/klauspost/compress/gzip"
 	"io"
 
 	"github.com/klauspost/compress/zstd"

@@ -1,0 +1,338 @@
+package changes
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rookerydb/rookery/backend/storage"
+)
+
+func str(s string) *string { return &s }
+
+// next waits for the subscriber's next messages (decoded), or fails.
+func next(t *testing.T, s *Sub) []map[string]any {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case <-s.Ready():
+		case <-deadline:
+			t.Fatal("no message within 5 s")
+		}
+		msgs, _, reason := s.Take()
+		if reason != "" {
+			t.Fatalf("dropped: %s", reason)
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		var out []map[string]any
+		for _, m := range msgs {
+			var v map[string]any
+			if err := json.Unmarshal(m, &v); err != nil {
+				t.Fatalf("bad message %s: %v", m, err)
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+}
+
+// quiet checks the subscriber gets nothing for a while.
+func quiet(t *testing.T, s *Sub) {
+	t.Helper()
+	select {
+	case <-s.Ready():
+		msgs, _, _ := s.Take()
+		if len(msgs) > 0 {
+			t.Fatalf("unexpected messages: %q", msgs)
+		}
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func ids(msgs []map[string]any) []string {
+	var out []string
+	for _, m := range msgs {
+		v, _ := m["Value"].(map[string]any)
+		key := v["Id"]
+		if key == nil {
+			key = v["Name"]
+		}
+		if key == nil {
+			key = v["OperationId"]
+			delete(v, "Type")
+		}
+		out = append(out, fmt.Sprintf("%v:%v:%v", m["Type"], v["Type"], key))
+	}
+	return out
+}
+
+func TestFilters(t *testing.T) {
+	h := New(Options{FrameInterval: time.Millisecond})
+	cases := []struct {
+		cmd, param string
+		want       []string
+	}{
+		{"watch-doc", "Users/1", []string{"DocumentChange:Put:users/1", "DocumentChange:Delete:users/1"}},
+		{"watch-prefix", "USERS/", []string{"DocumentChange:Put:users/1", "DocumentChange:Put:users/2", "DocumentChange:Delete:users/1"}},
+		{"watch-collection", "orders", []string{"DocumentChange:Put:orders/1"}},
+		{"watch-docs", "", []string{"DocumentChange:Put:users/1", "DocumentChange:Put:users/2", "DocumentChange:Put:orders/1", "DocumentChange:Delete:users/1"}},
+		{"watch-index", "Orders/ByTotal", []string{"IndexChange:BatchCompleted:Orders/ByTotal"}},
+		{"watch-indexes", "", []string{"IndexChange:BatchCompleted:Orders/ByTotal", "IndexChange:IndexAdded:Other"}},
+		{"watch-operation", "7", []string{"OperationStatusChange:<nil>:7"}},
+		{"watch-operations", "", []string{"OperationStatusChange:<nil>:7", "OperationStatusChange:<nil>:8"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.cmd, func(t *testing.T) {
+			s := h.Subscribe("Shop")
+			defer s.Close()
+			var p *string
+			if tc.param != "" {
+				p = str(tc.param)
+			}
+			if err := s.Apply(tc.cmd, p, nil); err != nil {
+				t.Fatal(err)
+			}
+			// Another database's subscriber and changes are not seen.
+			other := h.Subscribe("other")
+			defer other.Close()
+			h.Documents("other", []storage.Change{{Type: "Put", ID: "users/1", Collection: "Users"}})
+			h.Documents("SHOP", []storage.Change{
+				{Type: "Put", ID: "users/1", Collection: "Users", ChangeVector: "A:1-x"},
+				{Type: "Put", ID: "users/2", Collection: "Users", ChangeVector: "A:2-x"},
+				{Type: "Put", ID: "orders/1", Collection: "Orders", ChangeVector: "A:3-x"},
+			})
+			h.Documents("shop", []storage.Change{{Type: "Delete", ID: "users/1", Collection: "Users", ChangeVector: "A:4-x"}})
+			h.Index("shop", IndexChange{Type: "BatchCompleted", Name: "Orders/ByTotal", Etag: 4})
+			h.Index("shop", IndexChange{Type: "IndexAdded", Name: "Other"})
+			h.Operation("shop", OperationChange{ID: 7, State: map[string]any{"Status": "Completed"}})
+			h.Operation("shop", OperationChange{ID: 8, State: map[string]any{"Status": "InProgress"}})
+			h.Operation("", OperationChange{ID: 9})
+			var got []string
+			for len(got) < len(tc.want) {
+				got = append(got, ids(next(t, s))...)
+			}
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			quiet(t, s)
+			// Unwatching stops them.
+			if err := s.Apply(strings.Replace(tc.cmd, "watch-", "unwatch-", 1), p, nil); err != nil {
+				t.Fatal(err)
+			}
+			h.Documents("shop", []storage.Change{{Type: "Put", ID: "users/1", Collection: "Users"}, {Type: "Put", ID: "orders/1", Collection: "Orders"}})
+			h.Index("shop", IndexChange{Type: "BatchCompleted", Name: "Orders/ByTotal"})
+			h.Operation("shop", OperationChange{ID: 7})
+			quiet(t, s)
+		})
+	}
+}
+
+func TestWireShapes(t *testing.T) {
+	h := New(Options{FrameInterval: time.Millisecond})
+	s := h.Subscribe("db")
+	defer s.Close()
+	for _, c := range []string{"watch-docs", "watch-indexes", "watch-operations"} {
+		if err := s.Apply(c, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.Documents("db", []storage.Change{{Type: "Put", ID: "a/1", Collection: "As", ChangeVector: "A:1-abc"}})
+	h.Index("db", IndexChange{Type: "BatchCompleted", Name: "Ix", Etag: 1})
+	h.Operation("db", OperationChange{ID: 3, State: map[string]any{"Status": "Completed", "Result": nil, "Progress": nil}})
+	var raw []string
+	for len(raw) < 3 {
+		<-s.Ready()
+		msgs, _, _ := s.Take()
+		for _, m := range msgs {
+			raw = append(raw, string(m))
+		}
+	}
+	want := []string{
+		`{"Type":"DocumentChange","Value":{"Type":"Put","Id":"a/1","CollectionName":"As","ChangeVector":"A:1-abc"}}`,
+		`{"Type":"IndexChange","Value":{"Type":"BatchCompleted","Name":"Ix","Etag":1}}`,
+		`{"Type":"OperationStatusChange","Value":{"OperationId":3,"State":{"Progress":null,"Result":null,"Status":"Completed"}}}`,
+	}
+	for i := range want {
+		if raw[i] != want[i] {
+			t.Errorf("message %d:\n got %s\nwant %s", i, raw[i], want[i])
+		}
+	}
+}
+
+func TestBadCommands(t *testing.T) {
+	h := New(Options{MaxWatches: 2})
+	s := h.Subscribe("db")
+	defer s.Close()
+	for _, c := range []struct {
+		cmd   string
+		param *string
+	}{{"frobnicate", nil}, {"watch-nothing", nil}, {"watch-doc", nil}, {"watch-doc", str("  ")}, {"watch-operation", str("x")}} {
+		if err := s.Apply(c.cmd, c.param, nil); err == nil {
+			t.Errorf("%s %v: accepted", c.cmd, c.param)
+		}
+	}
+	// Features Rookery lacks are accepted (and never fire).
+	for _, c := range []string{"watch-counters", "watch-topology-change", "watch-all-timeseries", "unwatch-counters"} {
+		if err := s.Apply(c, str(""), nil); err != nil {
+			t.Errorf("%s: %v", c, err)
+		}
+	}
+	if err := s.Apply("watch-doc", str("a"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply("watch-doc", str("b"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply("watch-doc", str("c"), nil); err == nil {
+		t.Fatal("a third watch passed MaxWatches 2")
+	}
+}
+
+// A subscriber that never takes is dropped once its queue passes
+// MaxPending, while the publisher never waits and the others keep getting
+// everything.
+func TestSlowSubscriberDroppedPublisherNeverBlocks(t *testing.T) {
+	h := New(Options{MaxPending: 100, FrameInterval: time.Millisecond})
+	slow := h.Subscribe("db")
+	defer slow.Close()
+	fast := h.Subscribe("db")
+	defer fast.Close()
+	for _, s := range []*Sub{slow, fast} {
+		if err := s.Apply("watch-docs", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make(chan int)
+	go func() {
+		n := 0
+		for n < 1000 {
+			<-fast.Ready()
+			msgs, _, reason := fast.Take()
+			if reason != "" {
+				break
+			}
+			n += len(msgs)
+		}
+		got <- n
+	}()
+	var worst time.Duration
+	for i := range 1000 {
+		start := time.Now()
+		h.Documents("db", []storage.Change{{Type: "Put", ID: fmt.Sprintf("d/%d", i), Collection: "Ds"}})
+		worst = max(worst, time.Since(start))
+		if i%50 == 0 {
+			time.Sleep(2 * time.Millisecond) // several dispatches
+		}
+	}
+	if worst > 50*time.Millisecond {
+		t.Errorf("a publish took %v", worst)
+	}
+	if n := <-got; n != 1000 {
+		t.Fatalf("the fast subscriber got %d of 1000", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		msgs, code, reason := slow.Take()
+		if reason != "" {
+			if code != CodePolicy || !strings.HasPrefix(reason, "too slow: ") || !strings.Contains(reason, "notifications pending") {
+				t.Fatalf("closed with %d %q", code, reason)
+			}
+			if len(msgs) != 0 {
+				t.Fatal("a dropped subscriber still has messages")
+			}
+			break
+		}
+		if len(msgs) > 0 {
+			t.Fatalf("the slow subscriber's queue was not discarded (%d messages)", len(msgs))
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slow subscriber was never dropped")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := h.Stats()
+	if st.DroppedSlow != 1 || st.Connections != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Fail delivers its last message before the close; Drop discards the
+// queue; a database with no subscriber left has no feed.
+func TestFailDropAndFeedLifecycle(t *testing.T) {
+	h := New(Options{FrameInterval: time.Millisecond})
+	s := h.Subscribe("db")
+	s.Send([]byte(`{"x":1}`))
+	s.Fail(CodePolicy, "bad command", []byte(`{"Type":"Error"}`))
+	msgs, _, reason := s.Take()
+	if len(msgs) != 2 || reason != "" {
+		t.Fatalf("got %q %q", msgs, reason)
+	}
+	if _, code, reason := s.Take(); code != CodePolicy || reason != "bad command" {
+		t.Fatalf("got %d %q", code, reason)
+	}
+	s.Close()
+	if h.feed("db") != nil {
+		t.Fatal("the feed outlived its last subscriber")
+	}
+	a, b := h.Subscribe("x"), h.Subscribe("y")
+	a.Send([]byte(`{}`))
+	h.DropDatabase("X", "database deleted")
+	if msgs, code, reason := a.Take(); len(msgs) != 0 || code != CodeGoingAway || reason != "database deleted" {
+		t.Fatalf("got %q %d %q", msgs, code, reason)
+	}
+	if _, _, reason := b.Take(); reason != "" {
+		t.Fatal("another database's subscriber was dropped")
+	}
+	h.DropAll("server stopping")
+	if _, _, reason := b.Take(); reason != "server stopping" {
+		t.Fatalf("got %q", reason)
+	}
+	a.Close()
+	b.Close()
+	if h.Stats().Connections != 0 {
+		t.Fatal(h.Stats())
+	}
+}
+
+// Frames are paced: while changes keep coming a subscriber gets at most one
+// frame per FrameInterval, each carrying what accumulated.
+func TestPacing(t *testing.T) {
+	h := New(Options{FrameInterval: 50 * time.Millisecond})
+	s := h.Subscribe("db")
+	defer s.Close()
+	if err := s.Apply("watch-docs", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	frames, n := 0, 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			h.Documents("db", []storage.Change{{Type: "Put", ID: fmt.Sprint("d/", i)}})
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	for n < 200 {
+		select {
+		case <-s.Ready():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("only %d of 200", n)
+		}
+		msgs, _, _ := s.Take()
+		if len(msgs) > 0 {
+			frames++
+			n += len(msgs)
+		}
+	}
+	<-done
+	el := time.Since(start)
+	if limit := int(el/(50*time.Millisecond)) + 2; frames > limit {
+		t.Fatalf("%d frames in %v (at most %d)", frames, el, limit)
+	}
+}

@@ -1,0 +1,469 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// DocumentChange is a document put or deleted (RavenDB's DocumentChange).
+type DocumentChange struct {
+	Type           string `json:"Type"` // "Put" or "Delete"
+	ID             string `json:"Id"`
+	CollectionName string `json:"CollectionName"`
+	ChangeVector   string `json:"ChangeVector"`
+}
+
+// IndexChange is an index event: "BatchCompleted" (documents indexed),
+// "IndexAdded", "IndexRemoved".
+type IndexChange struct {
+	Type string `json:"Type"`
+	Name string `json:"Name"`
+	Etag int64  `json:"Etag"`
+}
+
+// OperationStatusChange is a new state of a long-running operation.
+type OperationStatusChange struct {
+	OperationID int64          `json:"OperationId"`
+	State       OperationState `json:"State"`
+}
+
+// ChangesBuffer is how many notifications a subscription holds for its
+// reader; one more ends the subscription with ErrChangesTooSlow.
+const ChangesBuffer = 4096
+
+// ErrChangesTooSlow ends a subscription whose reader let ChangesBuffer
+// notifications pile up: the connection's other subscriptions must not
+// wait for it.
+var ErrChangesTooSlow = errors.New("rookery: changes subscription: the reader fell ChangesBuffer notifications behind")
+
+// ErrChangesClosed is what subscriptions of a Changes closed by Close end
+// with.
+var ErrChangesClosed = errors.New("rookery: changes connection closed")
+
+// ChangesClosedError is the server closing the connection: Code 1008 with
+// "too slow: N notifications pending" (the client did not read fast
+// enough), "no longer allowed" (its certificate was revoked or lost the
+// database); 1001 when the database was deleted or the server stops.
+type ChangesClosedError struct {
+	Code   int
+	Reason string
+}
+
+func (e *ChangesClosedError) Error() string {
+	return fmt.Sprintf("rookery: the server closed the changes connection (%d %s)", e.Code, e.Reason)
+}
+
+// Changes is one websocket to a database's Changes API
+// (/databases/{db}/changes), shared by every subscription made from it.
+// It does not reconnect: when the connection ends, every subscription's
+// channel is closed and Err says why; open a new Changes to go on.
+type Changes struct {
+	conn   *websocket.Conn
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	nextID  int64
+	pending map[int64]chan error
+	subs    map[changeSink]struct{}
+	err     error
+}
+
+// changeSink is a subscription as the read loop sees it.
+type changeSink interface {
+	offer(kind string, v any)
+	end(err error)
+}
+
+// Changes opens the Changes API of database (the store's database when
+// ""). ctx bounds the connection's opening only; Close ends it.
+func (s *DocumentStore) Changes(ctx context.Context, database string) (*Changes, error) {
+	if err := s.init(); err != nil {
+		return nil, err
+	}
+	e := s.executor
+	if database != "" && !strings.EqualFold(database, s.database) {
+		e = newRequestExecutor(database, s.urls, s.conv)
+		defer e.close()
+	}
+	if err := e.ensureTopology(ctx); err != nil {
+		return nil, err
+	}
+	hc := e.http
+	if hc.Timeout > 0 {
+		// The websocket library refuses a client with an overall timeout:
+		// the connection is meant to stay open. ctx bounds the opening.
+		c := *hc
+		c.Timeout = 0
+		hc = &c
+	}
+	var errs []error
+	for _, n := range e.Topology().Nodes {
+		u := "ws" + strings.TrimPrefix(n.URL, "http") + "/databases/" + e.database + "/changes"
+		conn, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: hc})
+		if err == nil {
+			return newChanges(conn), nil
+		}
+		if resp != nil && resp.StatusCode >= 400 {
+			var body []byte
+			if resp.Body != nil {
+				body, _ = io.ReadAll(io.LimitReader(resp.Body, 1024))
+			}
+			herr := e.errorFrom("GET", u, &response{status: resp.StatusCode, header: resp.Header, body: body})
+			if resp.StatusCode == 401 || resp.StatusCode == 403 {
+				return nil, herr // the same identity is refused everywhere
+			}
+			err = herr
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 1 {
+		return nil, errs[0]
+	}
+	return nil, &AllNodesFailedError{Method: "GET", Path: "/databases/" + e.database + "/changes", Errors: errs}
+}
+
+func newChanges(conn *websocket.Conn) *Changes {
+	conn.SetReadLimit(64 << 20) // a frame holds at most about 1 MiB of messages
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Changes{conn: conn, cancel: cancel, done: make(chan struct{}), pending: map[int64]chan error{}, subs: map[changeSink]struct{}{}}
+	go c.read(ctx)
+	return c
+}
+
+// Close ends the connection and every subscription (their Err is
+// ErrChangesClosed).
+func (c *Changes) Close() error {
+	c.finish(ErrChangesClosed)
+	c.conn.Close(websocket.StatusNormalClosure, "")
+	c.cancel()
+	<-c.done
+	return nil
+}
+
+// Err is why the connection ended (nil while it is open).
+func (c *Changes) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *Changes) finish(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	subs := c.subs
+	c.subs = map[changeSink]struct{}{}
+	pending := c.pending
+	c.pending = map[int64]chan error{}
+	c.mu.Unlock()
+	for _, ch := range pending {
+		ch <- err
+	}
+	for s := range subs {
+		s.end(err)
+	}
+}
+
+type wireMessage struct {
+	Type           string          `json:"Type"`
+	CommandID      int64           `json:"CommandId"`
+	Exception      string          `json:"Exception"`
+	Value          json.RawMessage `json:"Value"`
+	TopologyChange bool            `json:"TopologyChange"`
+}
+
+func (c *Changes) read(ctx context.Context) {
+	defer close(c.done)
+	for {
+		_, data, err := c.conn.Read(ctx)
+		if err != nil {
+			var ce websocket.CloseError
+			if errors.As(err, &ce) {
+				err = &ChangesClosedError{Code: int(ce.Code), Reason: ce.Reason}
+			} else if ctx.Err() != nil {
+				err = ErrChangesClosed
+			}
+			c.finish(err)
+			return
+		}
+		var msgs []wireMessage
+		if len(data) > 0 && data[0] == '[' {
+			err = json.Unmarshal(data, &msgs)
+		} else {
+			var m wireMessage
+			err = json.Unmarshal(data, &m)
+			msgs = []wireMessage{m}
+		}
+		if err != nil {
+			c.finish(fmt.Errorf("rookery: changes: bad frame: %w", err))
+			c.conn.CloseNow()
+			return
+		}
+		for _, m := range msgs {
+			c.handle(m)
+		}
+	}
+}
+
+func (c *Changes) handle(m wireMessage) {
+	var v any
+	switch m.Type {
+	case "Confirm":
+		c.mu.Lock()
+		ch := c.pending[m.CommandID]
+		delete(c.pending, m.CommandID)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- nil
+		}
+		return
+	case "Error":
+		c.finish(&ServerError{Type: "ChangesError", Message: m.Exception})
+		return
+	case "DocumentChange":
+		var d DocumentChange
+		if json.Unmarshal(m.Value, &d) != nil {
+			return
+		}
+		v = d
+	case "IndexChange":
+		var ic IndexChange
+		if json.Unmarshal(m.Value, &ic) != nil {
+			return
+		}
+		v = ic
+	case "OperationStatusChange":
+		var oc OperationStatusChange
+		if json.Unmarshal(m.Value, &oc) != nil {
+			return
+		}
+		v = oc
+	default:
+		return // the supported features, topology changes, kinds Rookery does not have
+	}
+	c.mu.Lock()
+	subs := make([]changeSink, 0, len(c.subs))
+	for s := range c.subs {
+		subs = append(subs, s)
+	}
+	c.mu.Unlock()
+	for _, s := range subs {
+		s.offer(m.Type, v)
+	}
+}
+
+// send sends a command and waits for its confirmation.
+func (c *Changes) send(ctx context.Context, command string, param *string) error {
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	c.nextID++
+	id := c.nextID
+	ch := make(chan error, 1)
+	c.pending[id] = ch
+	c.mu.Unlock()
+	b, _ := json.Marshal(struct {
+		CommandID int64   `json:"CommandId"`
+		Command   string  `json:"Command"`
+		Param     *string `json:"Param"`
+	}{id, command, param})
+	if err := c.conn.Write(ctx, websocket.MessageText, b); err != nil {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+		return err
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// ChangesSubscription delivers the notifications of one watch on C, in the
+// order the server sent them. C is closed when the subscription ends
+// (Close, the connection ending, or its reader falling ChangesBuffer
+// behind); Err then says why.
+type ChangesSubscription[T any] struct {
+	// C delivers the notifications.
+	C <-chan T
+
+	c       *Changes
+	ch      chan T
+	kind    string
+	filter  func(T) bool
+	unwatch string
+	param   *string
+
+	mu     sync.Mutex
+	ended  bool
+	err    error
+	closed sync.Once
+}
+
+func (s *ChangesSubscription[T]) offer(kind string, v any) {
+	if kind != s.kind {
+		return
+	}
+	t, ok := v.(T)
+	if !ok || !s.filter(t) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return
+	}
+	select {
+	case s.ch <- t:
+	default:
+		s.endLocked(ErrChangesTooSlow)
+		go func() {
+			s.c.mu.Lock()
+			delete(s.c.subs, s)
+			s.c.mu.Unlock()
+		}()
+	}
+}
+
+func (s *ChangesSubscription[T]) end(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endLocked(err)
+}
+
+func (s *ChangesSubscription[T]) endLocked(err error) {
+	if s.ended {
+		return
+	}
+	s.ended, s.err = true, err
+	close(s.ch)
+}
+
+// Err is why the subscription ended: nil after Close, ErrChangesTooSlow,
+// or the connection's end (*ChangesClosedError, ErrChangesClosed, a
+// network error).
+func (s *ChangesSubscription[T]) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Close stops the watch (unwatch on the server) and closes C.
+func (s *ChangesSubscription[T]) Close() error {
+	var err error
+	s.closed.Do(func() {
+		s.c.mu.Lock()
+		_, open := s.c.subs[s]
+		delete(s.c.subs, s)
+		s.c.mu.Unlock()
+		s.end(nil)
+		if open {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if e := s.c.send(ctx, s.unwatch, s.param); e != nil && !errors.Is(e, ErrChangesClosed) {
+				err = e
+			}
+		}
+	})
+	return err
+}
+
+func subscribe[T any](ctx context.Context, c *Changes, kind, what string, param *string, filter func(T) bool) (*ChangesSubscription[T], error) {
+	ch := make(chan T, ChangesBuffer)
+	s := &ChangesSubscription[T]{C: ch, c: c, ch: ch, kind: kind, filter: filter, unwatch: "unwatch-" + what, param: param}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.subs[s] = struct{}{}
+	c.mu.Unlock()
+	if err := c.send(ctx, "watch-"+what, param); err != nil {
+		c.mu.Lock()
+		delete(c.subs, s)
+		c.mu.Unlock()
+		s.end(err)
+		return nil, err
+	}
+	return s, nil
+}
+
+func ptr(s string) *string { return &s }
+
+// ForDocument watches one document (ids are case-insensitive). It returns
+// once the server confirmed the watch: every later change is delivered.
+func (c *Changes) ForDocument(ctx context.Context, id string) (*ChangesSubscription[DocumentChange], error) {
+	if strings.TrimSpace(id) == "" {
+		return nil, errors.New("rookery: ForDocument needs an id")
+	}
+	return subscribe(ctx, c, "DocumentChange", "doc", ptr(id), func(d DocumentChange) bool { return strings.EqualFold(d.ID, id) })
+}
+
+// ForDocumentsInCollection watches the documents of a collection.
+func (c *Changes) ForDocumentsInCollection(ctx context.Context, collection string) (*ChangesSubscription[DocumentChange], error) {
+	if strings.TrimSpace(collection) == "" {
+		return nil, errors.New("rookery: ForDocumentsInCollection needs a collection")
+	}
+	return subscribe(ctx, c, "DocumentChange", "collection", ptr(collection), func(d DocumentChange) bool { return strings.EqualFold(d.CollectionName, collection) })
+}
+
+// ForDocumentsStartingWith watches the documents whose id starts with
+// prefix (case-insensitive).
+func (c *Changes) ForDocumentsStartingWith(ctx context.Context, prefix string) (*ChangesSubscription[DocumentChange], error) {
+	if strings.TrimSpace(prefix) == "" {
+		return nil, errors.New("rookery: ForDocumentsStartingWith needs a prefix")
+	}
+	lp := strings.ToLower(prefix)
+	return subscribe(ctx, c, "DocumentChange", "prefix", ptr(prefix), func(d DocumentChange) bool { return strings.HasPrefix(strings.ToLower(d.ID), lp) })
+}
+
+// ForAllDocuments watches every document of the database.
+func (c *Changes) ForAllDocuments(ctx context.Context) (*ChangesSubscription[DocumentChange], error) {
+	return subscribe(ctx, c, "DocumentChange", "docs", nil, func(DocumentChange) bool { return true })
+}
+
+// ForIndex watches one index.
+func (c *Changes) ForIndex(ctx context.Context, name string) (*ChangesSubscription[IndexChange], error) {
+	if strings.TrimSpace(name) == "" {
+		return nil, errors.New("rookery: ForIndex needs an index name")
+	}
+	return subscribe(ctx, c, "IndexChange", "index", ptr(name), func(i IndexChange) bool { return strings.EqualFold(i.Name, name) })
+}
+
+// ForAllIndexes watches every index of the database.
+func (c *Changes) ForAllIndexes(ctx context.Context) (*ChangesSubscription[IndexChange], error) {
+	return subscribe(ctx, c, "IndexChange", "indexes", nil, func(IndexChange) bool { return true })
+}
+
+// ForOperation watches one operation (an id from Operation.ID, or one
+// reserved before starting it).
+func (c *Changes) ForOperation(ctx context.Context, id int64) (*ChangesSubscription[OperationStatusChange], error) {
+	return subscribe(ctx, c, "OperationStatusChange", "operation", ptr(strconv.FormatInt(id, 10)), func(o OperationStatusChange) bool { return o.OperationID == id })
+}
+
+// ForAllOperations watches every operation of the database.
+func (c *Changes) ForAllOperations(ctx context.Context) (*ChangesSubscription[OperationStatusChange], error) {
+	return subscribe(ctx, c, "OperationStatusChange", "operations", nil, func(OperationStatusChange) bool { return true })
+}

@@ -583,32 +583,39 @@ func (tx *Tx) applyAttachmentChunk(it Item) (Outcome, error) {
 }
 
 // Attachment reads the attachment name of document id; nil when the
-// document or the attachment does not exist.
+// document or the attachment does not exist. It reads the references
+// table, never the document's body (which may be large).
 func (db *DB) Attachment(ctx context.Context, id, name string) (*AttachmentInfo, error) {
-	d, err := db.Get(ctx, id)
-	if err != nil || d == nil {
-		return nil, err
+	a := &AttachmentInfo{}
+	err := db.reader.QueryRowContext(ctx, `SELECT d.id, d.change_vector, a.name, a.hash, a.content_type, a.size
+		FROM attachments a JOIN docs d ON d.key = a.key WHERE a.key = ? AND a.name = ?`, LowerID(id), name).
+		Scan(&a.DocumentID, &a.ChangeVector, &a.Name, &a.Hash, &a.ContentType, &a.Size)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
 	}
-	refs, err := AttachmentsOf(d.Body)
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range refs {
-		if r.Name == name {
-			return &AttachmentInfo{AttachmentRef: r, DocumentID: d.ID, ChangeVector: d.ChangeVector}, nil
-		}
-	}
-	return nil, nil
+	return a, nil
 }
 
-// Attachments lists the attachments of a stored document (nil when it has
-// none or does not exist).
+// Attachments lists the attachments of a stored document, by name (nil
+// when it has none or does not exist), from the references table.
 func (db *DB) Attachments(ctx context.Context, id string) ([]AttachmentRef, error) {
-	d, err := db.Get(ctx, id)
-	if err != nil || d == nil {
+	rows, err := db.reader.QueryContext(ctx, sqlAttRefs, LowerID(id))
+	if err != nil {
 		return nil, err
 	}
-	return AttachmentsOf(d.Body)
+	defer rows.Close()
+	var out []AttachmentRef
+	for rows.Next() {
+		var r AttachmentRef
+		if err := rows.Scan(&r.Name, &r.Hash, &r.ContentType, &r.Size); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }
 
 // OpenContent streams a content chunk by chunk (one chunk in memory).

@@ -125,6 +125,8 @@ var routeRules = map[string]rule{
 	"POST /databases/:db/docs":            dbRead, // loads many ids
 	"HEAD /databases/:db/docs":            dbRead,
 	"PUT /databases/:db/docs":             dbWrite,
+	"GET /databases/:db/counters":         dbRead,
+	"POST /databases/:db/counters":        dbWrite,
 	"DELETE /databases/:db/docs":          dbWrite,
 	"POST /databases/:db/bulk_docs":       dbWrite,
 	"PUT /databases/:db/attachments":      dbWrite,
@@ -133,6 +135,9 @@ var routeRules = map[string]rule{
 	"HEAD /databases/:db/attachments":     dbRead,
 	"POST /databases/:db/attachments":     dbRead, // GetAttachmentOperation with a type
 	"POST /databases/:db/bulk_insert":     dbWrite,
+	"GET /databases/:db/cmpxchg":          dbRead,
+	"PUT /databases/:db/cmpxchg":          dbWrite,
+	"DELETE /databases/:db/cmpxchg":       dbWrite,
 	"GET /databases/:db/hilo/next":        dbWrite,
 	"PUT /databases/:db/hilo/return":      dbWrite,
 	"POST /databases/:db/identity/next":   dbWrite,
@@ -145,6 +150,11 @@ var routeRules = map[string]rule{
 	"PATCH /databases/:db/docs":         dbWrite,
 	"POST /databases/:db/multi_get":     dbRead,
 	"GET /databases/:db/stats/detailed": dbRead,
+	// Time series (handlers/api/timeseries.go).
+	"GET /databases/:db/timeseries":        dbRead,
+	"POST /databases/:db/timeseries":       dbWrite,
+	"GET /databases/:db/timeseries/ranges": dbRead,
+	"GET /databases/:db/timeseries/stats":  dbRead,
 
 	// Import and export (issue 13): an export reads, an import writes
 	// (documents, index definitions, identities, subscriptions), as in
@@ -196,6 +206,15 @@ var routeRules = map[string]rule{
 	"GET /databases/:db/configuration/client":         dbRead,
 	"GET /databases/:db/healthcheck":                  dbRead,
 	"GET /databases/:db/info/tcp":                     dbRead,
+
+	// Revisions.
+	"POST /databases/:db/admin/revisions/config": dbAdmin.audited("revisions.config", ""),
+	"GET /databases/:db/revisions/config":        dbRead,
+	"GET /databases/:db/revisions":               dbRead,
+	"GET /databases/:db/revisions/count":         dbRead,
+	"GET /databases/:db/revisions/bin":           dbRead,
+	"POST /databases/:db/revisions/revert":       dbAdmin.audited("revisions.revert", ""),
+	"POST /databases/:db/revisions/revert/docs":  dbWrite.audited("revisions.revert-docs", ""),
 
 	// Replication and conflicts.
 	"GET /databases/:db/replication":                              nodeOnly,
@@ -266,13 +285,22 @@ var routeRules = map[string]rule{
 	"GET /studio/db/:db/doc/attachment":               dbRead,
 	"POST /studio/db/:db/doc/attachments":             dbWrite,
 	"POST /studio/db/:db/doc/attachments/delete":      dbWrite,
+	"POST /studio/db/:db/doc/counters/increment":      dbWrite,
+	"POST /studio/db/:db/doc/counters/delete":         dbWrite,
 	"GET /studio/db/:db/doc/new":                      dbRead,
 	"POST /studio/db/:db/doc/new":                     dbWrite,
 	"GET /studio/db/:db/hilo":                         dbRead,
+	"GET /studio/db/:db/timeseries":                   dbRead,
+	"GET /studio/db/:db/timeseries/points":            dbRead,
 	"GET /studio/db/:db/identities":                   dbRead,
+	"GET /studio/db/:db/cmpxchg":                      dbRead,
+	"POST /studio/db/:db/cmpxchg/put":                 dbWrite.audited("cmpxchg.put", "form:key"),
+	"POST /studio/db/:db/cmpxchg/delete":              dbWrite.audited("cmpxchg.delete", "form:key"),
 	"POST /studio/db/:db/identities/seed":             dbAdmin.audited("identity.seed", "form:prefix"),
 	"GET /studio/db/:db/stats":                        dbRead,
 	"GET /studio/db/:db/replication":                  dbRead,
+	"GET /studio/db/:db/revisions":                    dbRead,
+	"POST /studio/db/:db/revisions/revert":            dbWrite.audited("revisions.revert", ""),
 	"GET /studio/db/:db/conflicts":                    dbRead,
 	"POST /studio/db/:db/conflicts/preview":           dbRead,
 	"GET /studio/db/:db/conflicts/preview":            dbRead,

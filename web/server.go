@@ -29,6 +29,7 @@ import (
 	"github.com/rookerydb/rookery/backend/changes"
 	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/cluster"
+	"github.com/rookerydb/rookery/backend/clustertx"
 	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/history"
@@ -128,6 +129,8 @@ type Config struct {
 	// MaxDocumentSize is the largest document a client may store, in bytes
 	// of its JSON. DefaultMaxDocumentSize.
 	MaxDocumentSize int64
+	// MaxCmpXchgValueSize bounds a compare-exchange value (1 MiB when 0).
+	MaxCmpXchgValueSize int64
 	// MaxImportSize is the largest dump an import request may send (POST
 	// …/smuggler/import; those requests are not held to MaxRequestBody).
 	// DefaultMaxImportSize.
@@ -293,6 +296,8 @@ func RaftAddrFor(httpAddr string) string {
 
 // Server is one Rookery node.
 type Server struct {
+	clusterTx *clustertx.Applier // cmpxchg.go
+
 	cfg     Config
 	echo    *echo.Echo
 	http    *http.Server
@@ -493,13 +498,14 @@ func New(cfg Config) (*Server, error) {
 	wire := &api.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs,
 		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: sec.wellKnown(), Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize, MaxAttachmentSize: cfg.MaxAttachmentSize,
 		Indexes: s.idx, Queries: s.queries, Operations: s.operations, Log: cfg.Logger, DumpDir: cfg.DumpDir, Alerts: s.watchers,
-		PatchTimeLimit: cfg.PatchTimeLimit, MaxMultiGet: cfg.MaxMultiGet}
+		PatchTimeLimit: cfg.PatchTimeLimit, MaxMultiGet: cfg.MaxMultiGet,
+		MaxCmpXchgValueSize: cfg.MaxCmpXchgValueSize, ClusterTx: s.clusterTxApplier()}
 	if sec.secured {
 		wire.ServerThumbprint = sec.auth.Self
 	}
 	wire.Register(e)
 	s.studio = &studio.Studio{Catalog: cat, Activity: s.activity, Alerts: s.alerts, NodeTag: cfg.NodeTag, URL: s.URL, Cluster: s.cluster, Conflicts: s.bulk, Replication: studioReplication{s}, Subscriptions: s.subs,
-		Nodes: s.nodes, Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize, MaxDocReferences: cfg.MaxDocReferences,
+		Nodes: s.nodes, Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize, MaxDocReferences: cfg.MaxDocReferences, MaxCmpXchgValueSize: cfg.MaxCmpXchgValueSize,
 		ServerCertificate: wire.ServerCertificate, WellKnownAdmins: wire.WellKnownAdmins, Audit: wire.Audit,
 		Indexes: s.indexes, Queries: s.queries, IndexUsage: s.idx.Usage, IndexConfig: s.idx.Config, OnQuery: s.idx.Queried,
 		History: s.history, Reach: s.reach,
@@ -594,11 +600,13 @@ func (s *Server) watch() {
 	go s.tick()
 	go s.reconcile()
 	go s.reconcileSubscriptions()
+	go s.clusterTx.Run(s.stop)
 }
 
 func (s *Server) watchDB(db *storage.DB) {
 	name := db.Name()
 	db.SetResolver(s.resolver)
+	db.SetRevisionsSource(func() []byte { return s.cluster.Setting(name, storage.RevisionsSettingKey) })
 	s.commitLog(db)
 	db.OnCommit(func(ch []storage.Change) { s.changes.Documents(name, ch) })
 	db.OnCommit(func([]storage.Change) {

@@ -27,6 +27,9 @@ const (
 	// AttachmentPut and AttachmentDelete: see attachments.go.
 	AttachmentPut    = "AttachmentPUT"
 	AttachmentDelete = "AttachmentDELETE"
+	// ForceRevision makes a revision of the document as it is
+	// (session.advanced.revisions.forceRevisionCreationFor).
+	ForceRevision = "ForceRevisionCreation"
 )
 
 // Command is one command of a batch.
@@ -44,6 +47,15 @@ type Command struct {
 	Attachment        *storage.Staged
 	// Patch is a PATCH command's script and options (see patch.go).
 	Patch *PatchSpec
+	// Index is a compare-exchange command's expected index, and
+	// OriginalChangeVector the vector the session loaded (a cluster-wide
+	// transaction's atomic guard); see cmpxchg.go.
+	Index                int64
+	OriginalChangeVector *string
+	// TimeSeries is a TimeSeries command's changes (timeseries.go).
+	TimeSeries *storage.TSOp
+	// Counters is a Counters command's operations (counters.go).
+	Counters *CounterOps
 }
 
 // MaxCommands bounds the commands of one batch.
@@ -71,6 +83,31 @@ func Parse(r io.Reader) ([]Command, error) { return ParseMax(r, 0) }
 // document.ReadMax): a larger one fails the batch with a dberr.TooLarge
 // whose cause is the *document.SizeError.
 func ParseMax(r io.Reader, maxDocument int64) ([]Command, error) {
+	cmds, clusterWide, err := ParseMaxMode(r, maxDocument)
+	if err == nil && clusterWide {
+		return nil, dberr.New(dberr.BadRequest, "Cluster-wide transactions are not supported here")
+	}
+	return cmds, err
+}
+
+// ParseMaxMode is ParseMax that also tells whether the batch asked for a
+// cluster-wide transaction (TransactionMode "ClusterWide"); compare-exchange
+// commands are accepted only in one.
+func ParseMaxMode(r io.Reader, maxDocument int64) (cmds []Command, clusterWide bool, err error) {
+	cmds, clusterWide, err = parseMax(r, maxDocument)
+	if err == nil {
+		err = checkMode(cmds, clusterWide)
+	}
+	return cmds, clusterWide, err
+}
+
+func parseMax(r io.Reader, maxDocument int64) ([]Command, bool, error) {
+	clusterWide := false
+	cmds, err := parseBody(r, maxDocument, &clusterWide)
+	return cmds, clusterWide, err
+}
+
+func parseBody(r io.Reader, maxDocument int64, clusterWide *bool) ([]Command, error) {
 	g := &docGuard{r: r, max: maxDocument, start: -1}
 	dec := jsontext.NewDecoder(g)
 	tok, err := dec.ReadToken()
@@ -98,9 +135,7 @@ func ParseMax(r io.Reader, maxDocument int64) ([]Command, error) {
 			if err != nil {
 				return nil, bad(dec, err)
 			}
-			if v.Kind() == '"' && v.String() == "ClusterWide" {
-				return nil, dberr.New(dberr.BadRequest, "Cluster-wide transactions are not supported")
-			}
+			*clusterWide = v.Kind() == '"' && v.String() == "ClusterWide"
 		default:
 			if err := dec.SkipValue(); err != nil {
 				return nil, bad(dec, err)
@@ -239,6 +274,19 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 					return c, badf(dec.InputOffset(), "command %d: ChangeVector: %v", i, err)
 				}
 			}
+		case "Index":
+			if c.Index, err = readIndex(dec, i); err != nil {
+				return c, err
+			}
+		case "OriginalChangeVector":
+			if c.OriginalChangeVector, err = readString(dec, "OriginalChangeVector", i); err != nil {
+				return c, err
+			}
+			if c.OriginalChangeVector != nil {
+				if err := changevector.CheckLength(*c.OriginalChangeVector); err != nil {
+					return c, badf(dec.InputOffset(), "command %d: OriginalChangeVector: %v", i, err)
+				}
+			}
 		case "Document":
 			if dec.PeekKind() == 'n' {
 				if _, err := dec.ReadToken(); err != nil {
@@ -280,6 +328,14 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 			if err := readPatchField(dec, g, &c, nameTok.String(), i); err != nil {
 				return c, err
 			}
+		case "TimeSeries":
+			if c.TimeSeries, err = readTimeSeries(dec, i); err != nil {
+				return c, err
+			}
+		case "Counters":
+			if c.Counters, err = readCounterOps(dec, i); err != nil {
+				return c, err
+			}
 		default:
 			// OriginalChangeVector, ForceRevisionCreationStrategy and other
 			// fields Rookery does not use.
@@ -314,6 +370,22 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 		if c.Patch == nil || c.Patch.Patch == nil {
 			return c, dberr.New(dberr.BadRequest, "command %d: PATCH requires a Patch {Script, Values}", i)
 		}
+	case CmpXchgPut, CmpXchgDelete:
+		if err := checkCmpXchg(c, i); err != nil {
+			return c, err
+		}
+	case ForceRevision:
+		if !idSeen || strings.TrimSpace(c.ID) == "" {
+			return c, dberr.New(dberr.BadRequest, "command %d: ForceRevisionCreation requires an Id", i)
+		}
+	case TimeSeries:
+		if err := checkTimeSeries(c, idSeen, i); err != nil {
+			return c, err
+		}
+	case Counters:
+		if err := checkCounterCommand(&c, idSeen, i); err != nil {
+			return c, err
+		}
 	case "":
 		return c, dberr.New(dberr.BadRequest, "command %d has no Type", i)
 	default:
@@ -335,6 +407,10 @@ type Result struct {
 	Attachment *storage.AttachmentInfo
 	// Patch is a PATCH command's outcome.
 	Patch *PatchResult
+	// RevisionCreated: a ForceRevisionCreation stored a new revision.
+	RevisionCreated bool
+	// Counters are a Counters command's counters after it ran.
+	Counters []storage.Counter
 }
 
 // Identities takes identity values for a database: unique cluster-wide,
@@ -443,6 +519,23 @@ func ExecuteWith(ctx context.Context, db *storage.DB, ident Identities, cmds []C
 					return err
 				}
 				results[i] = r
+			case Counters:
+				r, err := execCounters(tx, c)
+				if err != nil {
+					return err
+				}
+				results[i] = r
+			case ForceRevision:
+				info, created, err := tx.ForceRevision(c.ID)
+				if err != nil {
+					return err
+				}
+				results[i] = Result{Type: ForceRevision, ID: info.ID, ChangeVector: info.ChangeVector, LastModified: info.LastModified, RevisionCreated: created}
+			case TimeSeries:
+				if err := tx.TimeSeries(c.ID, *c.TimeSeries); err != nil {
+					return err
+				}
+				results[i] = Result{Type: TimeSeries, ID: c.ID}
 			default:
 				return errors.New("unreachable: unknown command type")
 			}

@@ -227,7 +227,7 @@ func (c *Cluster) Apply(ctx context.Context, cmd Command) (Result, error) {
 	if err := validate(&cmd); err != nil {
 		return Result{}, err
 	}
-	data, err := json.Marshal(cmd)
+	data, err := marshalExact(cmd)
 	if err != nil {
 		return Result{}, err
 	}

@@ -58,6 +58,8 @@ type state struct {
 	// lower-cased; IndexLog their cleanup decisions, by database.
 	Indexes  map[string]*IndexRecord    `json:",omitempty"`
 	IndexLog map[string][]IndexDecision `json:",omitempty"`
+	// CmpXchg holds compare-exchange values and cluster transactions (cmpxchg.go).
+	CmpXchg *CmpXchgState `json:",omitempty"`
 	// TopologyEtag moves whenever nodes or database membership change.
 	TopologyEtag int64
 	// AppliedIndex is the log index the state reflects (kept in snapshots,
@@ -125,6 +127,8 @@ type Command struct {
 	IndexPut  *IndexPut       `json:",omitempty"`
 	IndexSet  *IndexSet       `json:",omitempty"`
 	Decisions []IndexDecision `json:",omitempty"`
+	// CmpXchg is the compare-exchange and cluster-transaction commands' content (cmpxchg.go).
+	CmpXchg *CmpXchgCommand `json:",omitempty"`
 }
 
 // appliers are the operations defined in other files, by name.
@@ -139,6 +143,8 @@ type Result struct {
 	// database), "not_found" (something in it), "invalid".
 	Kind  string `json:",omitempty"`
 	Index uint64 `json:",omitempty"`
+	// CmpXchg is a compare-exchange command's outcome (cmpxchg.go).
+	CmpXchg *CmpXchgResult `json:",omitempty"`
 }
 
 func identityKey(db, prefix string) string {
@@ -243,6 +249,7 @@ func (f *fsm) apply(c *Command, index uint64) Result {
 			}
 		}
 		dropIndexes(st, c.Name)
+		dropCmpXchg(st, c.Name)
 		st.TopologyEtag = int64(index)
 	case opAddMember:
 		d, ok := st.Databases[strings.ToLower(c.Name)]
@@ -370,7 +377,7 @@ func without(list []string, tag string) []string {
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	b, err := json.Marshal(f.st)
+	b, err := marshalExact(f.st)
 	if err != nil {
 		return nil, err
 	}

@@ -318,7 +318,7 @@ func (b *batch) mapPass(key string) error {
 			err = ix.db.ScanChangesAfter(b.ctx, e.docs, n, 0, func(it *storage.Item) error {
 				etags = append(etags, it.Etag)
 				switch {
-				case it.Conflict, it.Kind != storage.KindDocument: // not a document: nothing to index
+				case it.Conflict, it.Kind != storage.KindDocument:
 					dels = append(dels, "")
 					docs = append(docs, docIn{})
 				case it.Type == "Delete":

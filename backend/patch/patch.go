@@ -108,6 +108,9 @@ type Env struct {
 	// Actions, when set, receives what the run did besides changing the
 	// document (the debug output's Actions).
 	Actions *Actions
+	// Counters serves counter(), incrementCounter() and deleteCounter()
+	// (counters.go); nil: they throw.
+	Counters Counters
 }
 
 // Actions are the other documents a run read, wrote and deleted.
@@ -285,6 +288,7 @@ func (s *Script) Run(doc []byte, env Env) (out []byte, changed bool, err error) 
 		return goja.Undefined()
 	}
 	_ = vm.Set("output", out1)
+	installCounters(vm, env.Counters)
 	console := vm.NewObject()
 	_ = console.Set("log", out1)
 	_ = vm.Set("console", console)

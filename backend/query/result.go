@@ -24,6 +24,10 @@ type Result struct {
 	ResultEtag     int64
 	NodeTag        string
 	Timings        *Timings // only with include timings()
+	// CounterIncludes and IncludedCounterNames answer include counters()
+	// (counters.go); nil without it.
+	CounterIncludes      json.RawMessage
+	IncludedCounterNames map[string][]string
 
 	// Plan says how the query was served, for the studio; not on the wire.
 	Plan Plan `json:"-"`
@@ -87,6 +91,9 @@ type wireResult struct {
 	ResultEtag     int64
 	NodeTag        string
 	Timings        *Timings `json:",omitempty"`
+
+	CounterIncludes      json.RawMessage     `json:",omitempty"`
+	IncludedCounterNames map[string][]string `json:",omitempty"`
 }
 
 // MarshalJSON writes the wire shape: dates in RavenDB's format (7
@@ -97,6 +104,7 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 		IncludedPaths: r.IncludedPaths, IndexName: r.IndexName, Results: r.Results, Includes: r.Includes,
 		IndexTimestamp: document.FormatTime(r.IndexTimestamp), LastQueryTime: document.FormatTime(r.LastQueryTime),
 		IsStale: r.IsStale, ResultEtag: r.ResultEtag, NodeTag: r.NodeTag, Timings: r.Timings,
+		CounterIncludes: r.CounterIncludes, IncludedCounterNames: r.IncludedCounterNames,
 	}
 	if w.Results == nil {
 		w.Results = []json.RawMessage{}

@@ -90,9 +90,11 @@ type exec struct {
 	mapReduce bool
 	rename    map[string]string // select alias -> reduce output field
 
-	res       *Result
-	timings   map[string]*Timings
-	streaming bool // Stream: page through the hits
+	res     *Result
+	timings map[string]*Timings
+	// counterIDs are the documents rendered, for include counters().
+	counterIDs []string
+	streaming  bool // Stream: page through the hits
 }
 
 func (e *exec) stage(name string, since time.Time) {
@@ -128,6 +130,11 @@ func (r *Runner) Run(ctx context.Context, db *storage.DB, req Request) (*Result,
 			return nil, err
 		}
 		e.stage("Includes", t)
+	}
+	if e.q.Counters != nil && !req.MetadataOnly {
+		if err := e.includeCounters(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return e.finish(), nil
 }
@@ -1099,6 +1106,9 @@ func (e *exec) includes(ctx context.Context, bodies []map[string]any) error {
 // render writes one document as a result: whole, metadata only, or
 // projected. body is the decoded document when wanted (includes).
 func (e *exec) render(d *storage.Document, wantBody bool) (json.RawMessage, map[string]any, error) {
+	if e.q.Counters != nil && !e.streaming {
+		e.counterIDs = append(e.counterIDs, d.ID)
+	}
 	var body map[string]any
 	if wantBody || len(e.q.Select) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(d.Body))
@@ -1133,6 +1143,10 @@ func (e *exec) render(d *storage.Document, wantBody bool) (json.RawMessage, map[
 		}
 		raw, err := marshalProjection(e.q.Select, out, src)
 		return raw, body, err
+	}
+	// A document with counters is served with @counters (storage/counters.go).
+	if err := e.db.AddCounterNames(context.Background(), []*storage.Document{d}); err != nil {
+		return nil, nil, err
 	}
 	return d.AppendJSON(nil), body, nil
 }

@@ -128,7 +128,7 @@ func Patch(ctx context.Context, r *query.Runner, db *storage.DB, req query.Reque
 				}, Delete: func(other string, cv *string) (bool, error) {
 					_, deleted, err := tx.Delete(other, cv)
 					return deleted, err
-				}})
+				}, Counters: storage.PatchCounters{Tx: tx}})
 				if err != nil {
 					return fmt.Errorf("patching %s: %w", id, err)
 				}

@@ -262,7 +262,7 @@ func (s *Sender) behind(ack int64, now time.Time) (int64, time.Time) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	n, err := s.db.CountChangesAfter(ctx, ack)
+	n, err := s.db.CountReplicationAfter(ctx, ack)
 	if err != nil {
 		if c.valid {
 			return c.items, c.oldest
@@ -551,7 +551,7 @@ func (s *Sender) session(ctx context.Context) (connected bool, err error) {
 		// skipped, but the batch still moves the position past it.
 		enc.reset()
 		last := int64(0)
-		err := s.db.ScanChangesAfter(ctx, sent, s.opt.BatchSize, s.opt.BatchBytes, func(it *storage.Item) error {
+		err := s.db.ScanReplicationAfter(ctx, sent, s.opt.BatchSize, s.opt.BatchBytes, func(it *storage.Item) error {
 			last = it.Etag
 			if it.Skippable(destCV) {
 				return nil

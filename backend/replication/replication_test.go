@@ -100,6 +100,10 @@ func FuzzDecodeBatch(f *testing.F) {
 	deep := storage.Item{Type: "Put", ID: "d", Body: []byte(strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000))}
 	enc.add(&deep)
 	f.Add(append([]byte(nil), enc.bytes()...))
+	enc.reset()
+	rev := storage.Item{Type: "Put", Kind: storage.KindRevision, RevisionFlags: storage.RevisionConflicted, Unordered: true, ID: "r", ChangeVector: "A:1-x", Body: []byte(`{}`)}
+	enc.add(&rev)
+	f.Add(append([]byte(nil), enc.bytes()...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		last, items, err := decodeBatch(b)
 		if err != nil {

@@ -17,10 +17,14 @@ import (
 //	uint32 item count, little-endian
 //	per item:
 //	  byte     kind: bit 0 Delete (else Put), bit 1 Unordered (see storage.Item),
-//	           bits 2-4 the item's storage.ItemKind (0 document, 1 attachment chunk, ...)
+//	           bits 2-4 the item's storage.ItemKind (0 document, 1 attachment chunk, 2 revision,
+//	           3 counters, 4 time series; see storage.KindTimeSeries for what the fields
+//	           then carry)
 //	  uvarint  etag
 //	  varint   last modified, unix nanoseconds
-//	  uvarint length + bytes: id, collection, change vector, body
+//	  uvarint length + bytes: id, collection, change vector
+//	  uvarint  revision flags (storage.RevisionFlags), only for a revision
+//	  uvarint length + bytes: body
 const batchMarker0, batchMarker1 = 0x01, 'B'
 
 const batchHeader = 2 + 8 + 4
@@ -37,14 +41,17 @@ const MaxBatchItems = 1 << 16
 const (
 	kindDelete    = 1
 	kindUnordered = 2
-	kindTypeShift = 2 // bits 2-4: storage.ItemKind
-	kindTypeMask  = 7 << kindTypeShift
-	kindKnown     = kindDelete | kindUnordered | kindTypeMask
+	kindShift     = 2    // storage.ItemKind in bits 2-4
+	kindMask      = 0x1c // bits 2-4
 )
 
-// knownKind tells whether this node can apply items of a kind.
+// knownKind tells whether a receiver can apply items of kind k.
 func knownKind(k storage.ItemKind) bool {
-	return k == storage.KindDocument || k == storage.KindAttachment
+	switch k {
+	case storage.KindDocument, storage.KindAttachment, storage.KindRevision, storage.KindCounters, storage.KindTimeSeries:
+		return true
+	}
+	return false
 }
 
 var errBadBatch = errors.New("bad replication batch")
@@ -72,13 +79,16 @@ func (e *batchEncoder) add(it *storage.Item) {
 	if it.Unordered {
 		kind |= kindUnordered
 	}
-	kind |= byte(it.Kind) << kindTypeShift & kindTypeMask
+	kind |= byte(it.Kind) << kindShift & kindMask
 	e.buf = append(e.buf, kind)
 	e.buf = binary.AppendUvarint(e.buf, uint64(it.Etag))
 	e.buf = binary.AppendVarint(e.buf, it.LastModified.UnixNano())
 	for _, s := range []string{it.ID, it.Collection, it.ChangeVector} {
 		e.buf = binary.AppendUvarint(e.buf, uint64(len(s)))
 		e.buf = append(e.buf, s...)
+	}
+	if it.Kind == storage.KindRevision {
+		e.buf = binary.AppendUvarint(e.buf, uint64(it.RevisionFlags))
 	}
 	e.buf = binary.AppendUvarint(e.buf, uint64(len(it.Body)))
 	e.buf = append(e.buf, it.Body...)
@@ -136,8 +146,8 @@ func decodeBatch(b []byte) (lastEtag int64, items []storage.Item, err error) {
 			it.Type = "Delete"
 		}
 		it.Unordered = b[0]&kindUnordered != 0
-		it.Kind = storage.ItemKind(b[0] & kindTypeMask >> kindTypeShift)
-		if b[0]&^kindKnown != 0 || !knownKind(it.Kind) {
+		it.Kind = storage.ItemKind(b[0] & kindMask >> kindShift)
+		if !knownKind(it.Kind) || b[0]&^(kindDelete|kindUnordered|kindMask) != 0 {
 			return 0, nil, errBadBatch
 		}
 		b = b[1:]
@@ -151,6 +161,13 @@ func decodeBatch(b []byte) (lastEtag int64, items []storage.Item, err error) {
 		it.ID = string(bytesOf())
 		it.Collection = string(bytesOf())
 		it.ChangeVector = string(bytesOf())
+		if it.Kind == storage.KindRevision {
+			f := uv()
+			if f > 1<<16 {
+				return 0, nil, errBadBatch
+			}
+			it.RevisionFlags = storage.RevisionFlags(f)
+		}
 		it.Body = bytesOf()
 		if len(it.Body) == 0 {
 			it.Body = nil

@@ -43,7 +43,9 @@ type Query struct {
 	Distinct   bool
 	Select     []Projection
 	Include    []Path
-	Timings    bool    // include timings()
+	Timings    bool // include timings()
+	// Counters is include counters(...): nil when absent (counters.go).
+	Counters   *CounterInclude
 	Skip, Take *Value  // limit $skip, $take; nil when absent
 	Update     *string // the script of update { … }, without its braces
 }
@@ -337,6 +339,9 @@ func (p *parser) query() (*Query, error) {
 func (p *parser) include(q *Query) error {
 	t := p.peek()
 	if t.kind == tIdent && p.i+1 < len(p.toks) && p.toks[p.i+1].text == "(" && !strings.EqualFold(t.text, "id") {
+		if strings.EqualFold(t.text, "counters") {
+			return p.includeCounters(q)
+		}
 		if !strings.EqualFold(t.text, "timings") {
 			return p.errAt(t, "include %s() is not supported (include takes paths holding document ids, and timings())", t.text)
 		}

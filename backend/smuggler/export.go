@@ -80,6 +80,21 @@ func Export(ctx context.Context, db *storage.DB, svc Services, o Options, w io.W
 			return err
 		}
 	}
+	if o.Has(TypeRevisionDocuments) {
+		if err := exportRevisions(ctx, db, o, dw, res); err != nil {
+			return err
+		}
+	}
+	if o.Has(TypeTimeSeries) && o.Has(TypeDocuments) {
+		if err := exportTimeSeries(ctx, db, o, dw, res); err != nil {
+			return err
+		}
+	}
+	if o.Has(TypeCounterGroups) && o.Has(TypeDocuments) {
+		if err := exportCounters(ctx, db, o, dw, res); err != nil {
+			return err
+		}
+	}
 	if o.Has(TypeIndexes) {
 		res.add(func() { start(&res.Indexes) })
 		if err := dw.Begin("Indexes"); err != nil {
@@ -120,6 +135,11 @@ func Export(ctx context.Context, db *storage.DB, svc Services, o Options, w io.W
 			res.add(func() { res.Identities.ReadCount++ })
 		}
 		if err := dw.End(); err != nil {
+			return err
+		}
+	}
+	if o.Has(TypeCompareExchange) {
+		if err := exportCmpXchg(svc, db.Name(), dw, res); err != nil {
 			return err
 		}
 	}
@@ -172,7 +192,7 @@ func exportDocs(ctx context.Context, db *storage.DB, o Options, transform *patch
 			n++
 			after = it.Etag
 			if it.Kind != storage.KindDocument {
-				return nil // attachment chunks are written with their documents
+				return nil // exported in their own sections
 			}
 			if it.Conflict {
 				if conflicts {
@@ -243,7 +263,7 @@ func exportDocs(ctx context.Context, db *storage.DB, o Options, transform *patch
 	for _, e := range conflictEtags {
 		var werr error
 		err := db.ScanChangesAfter(ctx, e, 1, 64<<20, func(it *storage.Item) error {
-			if !it.Conflict || it.Etag != e+1 || !o.wantsCollection(it.Collection) {
+			if !it.Conflict || it.Kind != storage.KindDocument || it.Etag != e+1 || !o.wantsCollection(it.Collection) {
 				return nil
 			}
 			item := map[string]any{"Id": it.ID, "Collection": it.Collection, "ChangeVector": it.ChangeVector,

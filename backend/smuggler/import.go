@@ -283,18 +283,34 @@ func (imp *importer) item(it *dump.Item) error {
 		r.add(func() { r.Subscriptions.ReadCount++ })
 		return nil
 	case "RevisionDocuments":
+		if it.Kind == dump.KindAttachment || !imp.o.Has(TypeRevisionDocuments) {
+			return nil
+		}
+		rev, err := revisionItem(it.JSON)
+		if err != nil {
+			return err
+		}
+		if !imp.o.wantsCollection(rev.Collection) {
+			return nil
+		}
+		imp.add(rev)
 		r.add(func() { r.RevisionDocuments.ReadCount++ })
-		imp.notYet(it.Section, "revisions")
 	case "Tombstones", "DocsDeletions":
 		r.add(func() { r.Tombstones.ReadCount++ })
 		imp.notYet(it.Section, "tombstones")
 	case "CompareExchange", "CmpXchg", "CompareExchangeTombstones":
-		r.add(func() { r.CompareExchange.ReadCount++ })
-		imp.notYet(it.Section, "compare-exchange values")
-	case "CounterGroups", "Counters", "CountersBatch":
+		return imp.importCmpXchg(it)
+	case "CounterGroups", "Counters":
+		if !imp.o.Has(TypeCounterGroups) || !imp.o.Has(TypeDocuments) {
+			return nil
+		}
+		return imp.importCounters(it.Section, it.JSON)
+	case "CountersBatch":
 		r.add(func() { r.Counters.ReadCount++ })
-		imp.notYet(it.Section, "counters")
-	case "TimeSeries", "TimeSeriesDeletedRanges":
+		imp.notYet(it.Section, "legacy counter batches")
+	case "TimeSeries":
+		return imp.importTimeSeries(it)
+	case "TimeSeriesDeletedRanges":
 		r.add(func() { r.TimeSeries.ReadCount++ })
 		imp.notYet(it.Section, "time series")
 	case "Attachments", "AttachmentsDeletions":
@@ -371,8 +387,10 @@ func (imp *importer) flush() error {
 	batch := imp.batch
 	imp.batch, imp.batchBytes, imp.pending, imp.conflicts = make([]storage.Item, 0, importBatch), 0, false, false
 	res := imp.res
+	skipRevisions := imp.o.SkipRevisionCreation
 	imp.inflight = imp.db.Submit(imp.ctx, func(tx *storage.Tx) error {
 		var last int64
+		tx.SkipRevisionCreation(skipRevisions)
 		for _, it := range batch {
 			if it.Kind == storage.KindDocument && it.ChangeVector == "" {
 				if err := tx.SetAttachmentRefs(it.ID, it.Body); err != nil { // attachments

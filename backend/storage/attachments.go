@@ -388,12 +388,15 @@ func (tx *Tx) refs(key string) ([]AttachmentRef, error) {
 // client's body (which never carries @attachments: the server owns it) with
 // the document's references.
 func (tx *Tx) bodyForPut(key string, body []byte) ([]byte, error) {
-	if !tx.mayHaveAttachments() {
-		return body, nil
+	var refs []AttachmentRef
+	if tx.mayHaveAttachments() {
+		var err error
+		if refs, err = tx.refs(key); err != nil {
+			return nil, err
+		}
 	}
-	refs, err := tx.refs(key)
-	if err != nil || (len(refs) == 0 && !bytes.Contains(body, []byte(`"@attachments"`))) {
-		return body, err
+	if len(refs) == 0 && !bytes.Contains(body, []byte(`"@attachments"`)) && !bytes.Contains(body, []byte("HasAttachments")) {
+		return body, nil
 	}
 	return WithAttachments(body, refs)
 }

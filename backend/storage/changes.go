@@ -7,8 +7,10 @@ import (
 	"time"
 )
 
-// sqlChangesAfter reads documents, tombstones and conflict versions after an
-// etag, in etag order. SQLite merges the three rowid-ordered scans (no sort).
+// sqlChangesAfter reads documents, tombstones, conflict versions and
+// revisions after an etag, in etag order. SQLite merges the rowid-ordered
+// scans (no sort). The last column is the item's Kind; a revision's flags
+// travel above bit 8 of the flags column (always Unordered).
 const sqlChangesAfter = `
 	SELECT 'Put', etag, id, collection, change_vector, last_modified, body, 0, flags, 0 FROM docs WHERE etag > ?1
 	UNION ALL
@@ -17,6 +19,36 @@ const sqlChangesAfter = `
 	SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 1, 1, 0 FROM conflicts WHERE etag > ?1
 	UNION ALL
 	SELECT 'Put', etag, hash, '', change_vector, pos, data, 0, size, 1 FROM attachment_chunks WHERE etag > ?1
+	UNION ALL
+	SELECT CASE flags & 1 WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 0, 1 | (flags << 8), 2 FROM revisions WHERE etag > ?1
+	UNION ALL
+	SELECT 'Put', etag, doc_id, name, '', last_modified, CAST(parts AS BLOB), 0, 0, 3 FROM counters WHERE etag > ?1
+	ORDER BY 2 LIMIT ?2`
+
+// sqlReplicationAfter is sqlChangesAfter with the time series' changes
+// (KindTimeSeries items), for replication only. sqlChangesAfter carries the
+// other extensions' items too (revisions…), which its other readers
+// (indexes, queries, export) skip by Kind.
+const sqlReplicationAfter = `
+	SELECT 'Put', etag, id, collection, change_vector, last_modified, body, 0, flags, 0 FROM docs WHERE etag > ?1
+	UNION ALL
+	SELECT 'Delete', etag, id, collection, change_vector, last_modified, NULL, 0, flags, 0 FROM tombstones WHERE etag > ?1
+	UNION ALL
+	SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 1, 1, 0 FROM conflicts WHERE etag > ?1
+	UNION ALL
+	SELECT CASE flags & 1 WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 0, 1 | (flags << 8), 2 FROM revisions WHERE etag > ?1
+	UNION ALL
+	SELECT 'Put', etag, doc_id, name, '', last_modified, CAST(parts AS BLOB), 0, 0, 3 FROM counters WHERE etag > ?1
+	UNION ALL
+	SELECT 'Put', etag, hash, '', change_vector, pos, data, 0, size, 1 FROM attachment_chunks WHERE etag > ?1
+	UNION ALL
+	SELECT 'Put', etag, coalesce((SELECT doc_id FROM ts_series s WHERE s.doc_key = e.doc_key AND s.lname = e.lname), doc_key),
+		coalesce((SELECT name FROM ts_series s WHERE s.doc_key = e.doc_key AND s.lname = e.lname), lname),
+		CAST(lamport AS TEXT), ts * 1, data, 0, 0, 4 FROM ts_entries e WHERE etag > ?1
+	UNION ALL
+	SELECT 'Delete', etag, coalesce((SELECT doc_id FROM ts_series s WHERE s.doc_key = d.doc_key AND s.lname = d.lname), doc_key),
+		coalesce((SELECT name FROM ts_series s WHERE s.doc_key = d.doc_key AND s.lname = d.lname), lname),
+		CAST(lamport AS TEXT), from_ts, CAST(to_ts AS TEXT), 0, 0, 4 FROM ts_deletes d WHERE etag > ?1
 	ORDER BY 2 LIMIT ?2`
 
 // ChangesAfterBytes returns the changes after an etag, in etag order, up to
@@ -38,9 +70,20 @@ func (db *DB) ChangesAfterBytes(ctx context.Context, after int64, limit, maxByte
 // the bodies: it.Body is only valid during the call (a sender encodes it
 // straight into a message).
 func (db *DB) ScanChangesAfter(ctx context.Context, after int64, limit, maxBytes int, fn func(it *Item) error) error {
+	return db.scanAfter(ctx, db.rscan, after, limit, maxBytes, fn)
+}
+
+// ScanReplicationAfter is ScanChangesAfter with the changes of the
+// document extensions (Item.Kind != KindDocument) in the same etag order:
+// what a replication sender sends.
+func (db *DB) ScanReplicationAfter(ctx context.Context, after int64, limit, maxBytes int, fn func(it *Item) error) error {
+	return db.scanAfter(ctx, db.rrepl, after, limit, maxBytes, fn)
+}
+
+func (db *DB) scanAfter(ctx context.Context, stmt *sql.Stmt, after int64, limit, maxBytes int, fn func(it *Item) error) error {
 	// Prepared once: replication reads after every commit, and parsing
 	// this compound query cost more than running it.
-	rows, err := db.rscan.QueryContext(ctx, after, limit)
+	rows, err := stmt.QueryContext(ctx, after, limit)
 	if err != nil {
 		return err
 	}
@@ -55,6 +98,10 @@ func (db *DB) ScanChangesAfter(ctx context.Context, after int64, limit, maxBytes
 			return err
 		}
 		it.Unordered = flags&flagUnordered != 0
+		it.RevisionFlags = 0
+		if it.Kind == KindRevision {
+			it.RevisionFlags = RevisionFlags(flags>>8) &^ RevisionDelete // the Delete type says it
+		}
 		it.LastModified = time.Unix(0, lm).UTC()
 		it.Body = body
 		if it.Kind == KindAttachment { // lm is the chunk's position, flags the content's size
@@ -130,5 +177,28 @@ func (db *DB) CountChangesAfter(ctx context.Context, after int64) (int64, error)
 			return 0, err
 		}
 	}
+	if db.rev.has.Load() {
+		if err := count(`SELECT count(*) FROM revisions WHERE etag > ?`, after); err != nil {
+			return 0, err
+		}
+	}
+	if db.hasCounters.Load() {
+		if err := count(`SELECT count(*) FROM counters WHERE etag > ?`, after); err != nil {
+			return 0, err
+		}
+	}
 	return total, nil
+}
+
+// CountReplicationAfter is CountChangesAfter plus the extensions' changes
+// after the etag (time-series entries and deleted ranges): the items a
+// replication destination that accepted up to after still lacks.
+func (db *DB) CountReplicationAfter(ctx context.Context, after int64) (int64, error) {
+	n, err := db.CountChangesAfter(ctx, after)
+	if err != nil || after >= db.LastEtag() {
+		return n, err
+	}
+	var ts int64
+	err = db.reader.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM ts_entries WHERE etag > ?1) + (SELECT count(*) FROM ts_deletes WHERE etag > ?1)`, after).Scan(&ts)
+	return n + ts, err
 }

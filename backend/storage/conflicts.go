@@ -184,8 +184,10 @@ func (tx *Tx) logResolution(id, collection, strategy, by string, versions []Vers
 	}
 	vb = append(vb, ']')
 	rb := appendLogged(make([]byte, 0, len(result.Body)+160), result)
-	_, err := tx.exec(sqlLogResolution, LowerID(id), id, collection, tx.now.UnixNano(), strategy, by, tx.db.nodeTag, string(vb), string(rb))
-	return err
+	if _, err := tx.exec(sqlLogResolution, LowerID(id), id, collection, tx.now.UnixNano(), strategy, by, tx.db.nodeTag, string(vb), string(rb)); err != nil {
+		return err
+	}
+	return tx.revisionOfResolution(result)
 }
 
 // ConflictSummary is one conflicted id for listings.

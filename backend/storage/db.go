@@ -76,6 +76,7 @@ type DB struct {
 	wstmts map[string]*sql.Stmt // prepared once on the writer connection
 	rget   *sql.Stmt            // point read on the read pool
 	rscan  *sql.Stmt            // ChangesAfter's read on the read pool
+	rrepl  *sql.Stmt            // ScanReplicationAfter's read (documents and extensions)
 	rcoll  *sql.Stmt            // ScanCollection's read on the read pool
 
 	reqs    chan *writeReq
@@ -98,12 +99,16 @@ type DB struct {
 	conflicted atomic.Bool
 	// attach: whether the file may hold attachment references (attachments.go).
 	attach attachmentState
+	// hasCounters is set once the file holds a counter (counters.go).
+	hasCounters atomic.Bool
 
 	hooksMu sync.RWMutex
 	hooks   []func([]Change)
 
 	resolverMu sync.RWMutex
 	resolver   Resolver
+
+	rev revisionsState // revisions.go
 
 	// The etag mark (damage.go), written by the writer goroutine.
 	mark       *os.File
@@ -182,7 +187,14 @@ func Open(path string, opts Options) (*DB, error) {
 	db, err := open(path, opts, existed)
 	if err != nil {
 		if _, ok := AsDamage(err); !ok && existed {
-			err = &DamageError{Reason: ReasonUnreadable, Detail: fmt.Sprintf("SQLite cannot open %s: %v", filepath.Base(path), rootCause(err))}
+			reason := ReasonUnreadable
+			if isCorrupt(err) {
+				// The file opened as a database, but a page it read while
+				// opening (the schema, the counts) is damaged: what the
+				// integrity check would have said.
+				reason = ReasonIntegrity
+			}
+			err = &DamageError{Reason: reason, Detail: fmt.Sprintf("SQLite cannot open %s: %v", filepath.Base(path), rootCause(err))}
 		}
 		if d, ok := AsDamage(err); ok && walCopy != "" {
 			d.Detail += "; the write-ahead log as found is kept beside it as " + filepath.Base(walCopy)
@@ -197,6 +209,12 @@ func Open(path string, opts Options) (*DB, error) {
 }
 
 // rootCause strips the wrapping (which names the file's path) off err.
+// isCorrupt tells whether err is SQLite's SQLITE_CORRUPT ("database disk
+// image is malformed").
+func isCorrupt(err error) bool {
+	return strings.Contains(err.Error(), "database disk image is malformed")
+}
+
 func rootCause(err error) error {
 	for {
 		u := errors.Unwrap(err)
@@ -359,7 +377,7 @@ func (db *DB) load(opts Options) error {
 	// The etag counter never goes below what the file holds, nor below this
 	// node's own entry in the database vector.
 	var maxEtag sql.NullInt64
-	if err := db.writer.QueryRow(`SELECT max(m) FROM (SELECT max(etag) AS m FROM docs UNION ALL SELECT max(etag) FROM tombstones UNION ALL SELECT max(etag) FROM conflicts)`).Scan(&maxEtag); err != nil {
+	if err := db.writer.QueryRow(`SELECT max(m) FROM (SELECT max(etag) AS m FROM docs UNION ALL SELECT max(etag) FROM tombstones UNION ALL SELECT max(etag) FROM conflicts UNION ALL SELECT max(etag) FROM revisions UNION ALL SELECT max(etag) FROM counters UNION ALL SELECT max(etag) FROM ts_entries UNION ALL SELECT max(etag) FROM ts_deletes)`).Scan(&maxEtag); err != nil {
 		return err
 	}
 	if maxEtag.Int64 > db.lastEtag {
@@ -392,6 +410,13 @@ func (db *DB) load(opts Options) error {
 		return err
 	}
 	db.conflicted.Store(any > 0)
+	if err := db.writer.QueryRow(`SELECT count(*) FROM (SELECT 1 FROM revisions LIMIT 1)`).Scan(&any); err != nil {
+		return err
+	}
+	db.rev.has.Store(any > 0)
+	if err := db.loadCounters(); err != nil {
+		return err
+	}
 	crows, err := db.writer.Query(`SELECT key, name, docs, tombstones FROM collections`)
 	if err != nil {
 		return err
@@ -424,6 +449,9 @@ func (db *DB) prepare() error {
 		return err
 	}
 	if db.rscan, err = db.reader.Prepare(sqlChangesAfter); err != nil {
+		return err
+	}
+	if db.rrepl, err = db.reader.Prepare(sqlReplicationAfter); err != nil {
 		return err
 	}
 	db.rcoll, err = db.reader.Prepare(sqlCollectionAfter)
@@ -511,6 +539,9 @@ func (db *DB) Close() error {
 	if db.rscan != nil {
 		db.rscan.Close()
 	}
+	if db.rrepl != nil {
+		db.rrepl.Close()
+	}
 	if db.rcoll != nil {
 		db.rcoll.Close()
 	}
@@ -566,7 +597,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 	tx := &Tx{
 		db:       db,
 		tx:       sqlTx,
-		now:      time.Now().UTC(),
+		now:      db.clockNow(),
 		lastEtag: db.lastEtag,
 		cv:       db.cv,
 		cvText:   db.cvText,
@@ -632,6 +663,9 @@ func (db *DB) runBatch(batch []*writeReq) {
 	if tx.anyConflicts {
 		db.conflicted.Store(true)
 	}
+	if tx.anyCounters {
+		db.hasCounters.Store(true)
+	}
 	db.metrics.TxMergeSize.Observe(float64(len(batch)))
 	db.metrics.TxCommitSeconds.Observe(time.Since(start).Seconds())
 	db.metrics.Transactions.WithLabelValues("committed").Inc()
@@ -654,10 +688,14 @@ func (db *DB) runBatch(batch []*writeReq) {
 	for i := range batch {
 		batch[i].done <- errs[i]
 	}
-	// A transaction that only stored conflict versions has no document
-	// change, but watchers (the studio, replication senders: conflict
-	// versions travel too) still need to hear about it.
-	if len(tx.changes) > 0 || tx.anyConflicts {
+	// A transaction that only stored conflict versions or extension items
+	// (revisions, counters, time series…: anything that took an etag) has
+	// no document change, but watchers (the studio, replication senders:
+	// those items travel too) still need to hear about it.
+	if tx.revWritten {
+		db.rev.has.Store(true)
+	}
+	if len(tx.changes) > 0 || tx.anyConflicts || tx.lastEtag != startEtag {
 		db.hooksMu.RLock()
 		for _, h := range db.hooks {
 			h(tx.changes)

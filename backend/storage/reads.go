@@ -17,6 +17,7 @@ func (db *DB) Get(ctx context.Context, id string) (*Document, error) {
 	}
 	if err == nil {
 		db.reads.Add(1)
+		err = db.AddCounterNames(ctx, []*Document{d})
 	}
 	return d, err
 }
@@ -45,6 +46,11 @@ func (db *DB) GetMany(ctx context.Context, ids []string) ([]*Document, error) {
 		}
 		out[i] = d
 		db.reads.Add(1)
+	}
+	if db.hasCounters.Load() {
+		if err := addCounterNames(ctx, rtx, out); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

@@ -26,6 +26,11 @@ type Item struct {
 	Body         []byte
 	// Conflict: the item is a stored conflict version.
 	Conflict bool
+	// Kind is what the item is: a document version (or tombstone), or an
+	// extension's item (KindRevision, KindTimeSeries, ...).
+	Kind ItemKind
+	// RevisionFlags are a KindRevision item's flags.
+	RevisionFlags RevisionFlags
 	// Unordered: the version's vector does not carry a fresh entry of the
 	// copy that wrote it (a merge of concurrent versions, a conflict
 	// version, or a version that came from one), so copies may learn of it
@@ -33,19 +38,18 @@ type Item struct {
 	// destination's database vector already covers its vector; for other
 	// items that means the destination has it or something newer.
 	Unordered bool
-	// Kind is what the item is: a document version (KindDocument) or an
-	// extension's item.
-	Kind ItemKind
 }
 
-// ItemKind is the type of a replication item (bits 2-4 of its wire kind).
+// ItemKind says what a replicated item carries (bits 2-4 of the wire
+// item's kind byte).
 type ItemKind uint8
 
-// Item kinds.
-const (
-	KindDocument   ItemKind = 0
-	KindAttachment ItemKind = 1 // a content chunk: ID hash, Body see AttachmentChunkBody
-)
+// KindDocument is a document version or tombstone.
+const KindDocument ItemKind = 0
+
+// KindAttachment is an attachment content chunk: ID the hash, Body see
+// AttachmentChunkBody.
+const KindAttachment ItemKind = 1
 
 // flagUnordered marks a stored version as Unordered (docs and tombstones
 // flags column).
@@ -55,7 +59,7 @@ const flagUnordered = 1
 // destination whose database vector is dest: the vector is already merged
 // there and the item is not Unordered.
 func (it Item) Skippable(dest changevector.Vector) bool {
-	if it.Unordered || it.Conflict {
+	if it.Unordered || it.Conflict || it.Kind != KindDocument {
 		return false
 	}
 	cv, err := changevector.ParseStored(it.ChangeVector)
@@ -63,11 +67,19 @@ func (it Item) Skippable(dest changevector.Vector) bool {
 }
 
 // ChangesAfter returns up to limit documents, tombstones and conflict
-// versions with an etag above after, in etag order: what a replication
+// versions, and the extensions' changes (see ScanReplicationAfter), with an
+// etag above after, in etag order: what a replication
 // destination reads next. Conflict versions travel too, so every copy ends
 // up with the same set. See ChangesAfterBytes.
 func (db *DB) ChangesAfter(ctx context.Context, after int64, limit int) ([]Item, error) {
-	return db.ChangesAfterBytes(ctx, after, limit, 0)
+	var out []Item
+	err := db.ScanReplicationAfter(ctx, after, limit, 0, func(it *Item) error {
+		c := *it
+		c.Body = bytes.Clone(it.Body)
+		out = append(out, c)
+		return nil
+	})
+	return out, err
 }
 
 // Outcome says what applying a replicated item did.
@@ -194,8 +206,14 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 	case KindDocument:
 	case KindAttachment:
 		return tx.applyAttachmentChunk(it)
+	case KindRevision:
+		return tx.applyRevision(it)
+	case KindTimeSeries:
+		return tx.applyTimeSeries(it)
+	case KindCounters:
+		return tx.applyCounters(it)
 	default:
-		return Skipped, dberr.New(dberr.BadRequest, "replicated item %s has an unknown kind %d", it.ID, it.Kind)
+		return Skipped, dberr.New(dberr.BadRequest, "replicated item %s: unknown kind %d", it.ID, it.Kind)
 	}
 	incoming, err := changevector.Parse(it.ChangeVector)
 	if err != nil {
@@ -271,6 +289,10 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 		// Versions that differ only in their attachments: the union.
 		it.ChangeVector, it.Unordered = merged, true
 		return Merged, tx.writeVersion(key, it, local)
+	case !local.tombstone && it.Type == "Put" && mergeSeriesNames(&it, local.body):
+		// Versions that differ only in their time-series names merge.
+		it.ChangeVector, it.Unordered = merged, true
+		return Merged, tx.writeVersion(key, it, local)
 	case !local.tombstone && it.Type == "Put" && strings.HasPrefix(key, "raven/hilo/"):
 		// HiLo documents never conflict: the highest Max wins, so a range
 		// is never handed out twice.
@@ -327,12 +349,18 @@ func (tx *Tx) writeVersion(key string, it Item, local localVersion) error {
 		flags = flagUnordered // a version that came from a conflict stays unordered
 	}
 	if it.Type == "Delete" {
+		if err := tx.dropSeries(key); err != nil {
+			return err
+		}
+		if err := tx.dropCounters(key); err != nil {
+			return err
+		}
 		if _, err := tx.exec(sqlInsertReplTombstone, etag, key, id, cname, local.etag, it.ChangeVector, lm, flags); err != nil {
 			return err
 		}
 		tx.delta(ckey, cname).Tombstones++
 		tx.changes = append(tx.changes, Change{Type: "Delete", ID: id, Collection: cname, ChangeVector: it.ChangeVector, Etag: etag})
-		return nil
+		return tx.revisionAfterReplicatedDelete(key, cname)
 	}
 	if _, err := tx.exec(sqlInsertReplDoc, etag, key, id, cname, it.ChangeVector, lm, flags, it.Body); err != nil {
 		return err
@@ -416,8 +444,10 @@ func (tx *Tx) addConflict(key string, it Item) error {
 		tomb = 1
 	}
 	_, cname := tx.collectionKey(it.Collection)
-	_, err := tx.exec(sqlInsertConflict, tx.lastEtag, key, it.ID, cname, it.ChangeVector, it.LastModified.UnixNano(), tomb, it.Body)
-	return err
+	if _, err := tx.exec(sqlInsertConflict, tx.lastEtag, key, it.ID, cname, it.ChangeVector, it.LastModified.UnixNano(), tomb, it.Body); err != nil {
+		return err
+	}
+	return tx.revisionOfConflict(key, it)
 }
 
 func (tx *Tx) dropConflicts(key string) error {

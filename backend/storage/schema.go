@@ -117,4 +117,53 @@ CREATE TABLE IF NOT EXISTS attachments (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS attachments_hash ON attachments(hash);
 
-`
+-- Revisions: stored versions of documents, identified by their change
+-- vector. They draw etags from the documents' counter and replicate in one
+-- etag order with them (see revisions.go).
+CREATE TABLE IF NOT EXISTS revisions (
+	etag          INTEGER PRIMARY KEY,
+	change_vector TEXT NOT NULL UNIQUE,
+	key           TEXT NOT NULL,              -- lower-cased document id
+	id            TEXT NOT NULL,
+	collection    TEXT NOT NULL,
+	last_modified INTEGER NOT NULL,           -- unix nanoseconds, UTC
+	flags         INTEGER NOT NULL DEFAULT 0, -- RevisionFlags
+	body          BLOB                        -- stored form; NULL for a delete revision
+);
+CREATE INDEX IF NOT EXISTS revisions_key ON revisions(key, last_modified, etag);
+
+
+-- Time series (timeseries.go). Entries are keyed by (document key, series
+-- name lower-cased, timestamp in unix milliseconds): a range read is one
+-- b-tree range scan. data is the tag and the values (see encodeTSData);
+-- lamport decides between versions of one timestamp on every copy. Every
+-- change takes an etag from the documents' counter; ts_deletes keeps the
+-- deleted ranges so that copies that learn of them late drop what they
+-- covered.
+CREATE TABLE IF NOT EXISTS ts_series (
+	doc_key TEXT NOT NULL,
+	lname   TEXT NOT NULL,
+	doc_id  TEXT NOT NULL,
+	name    TEXT NOT NULL,
+	PRIMARY KEY (doc_key, lname)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ts_entries (
+	doc_key TEXT NOT NULL,
+	lname   TEXT NOT NULL,
+	ts      INTEGER NOT NULL,
+	lamport INTEGER NOT NULL,
+	data    BLOB NOT NULL,
+	etag    INTEGER NOT NULL,
+	PRIMARY KEY (doc_key, lname, ts)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ts_entries_etag ON ts_entries(etag);
+CREATE TABLE IF NOT EXISTS ts_deletes (
+	etag    INTEGER PRIMARY KEY,
+	doc_key TEXT NOT NULL,
+	lname   TEXT NOT NULL,
+	from_ts INTEGER NOT NULL,
+	to_ts   INTEGER NOT NULL,
+	lamport INTEGER NOT NULL,
+	UNIQUE (doc_key, lname, from_ts, to_ts, lamport)
+);
+` + CounterSchema

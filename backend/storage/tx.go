@@ -40,6 +40,13 @@ type Tx struct {
 	anyConflicts bool
 	// actor is who the current request's resolutions are logged as.
 	actor string
+	// revWritten: this transaction stored a revision (revisions.go);
+	// skipRev: the current request's puts create none.
+	revWritten, skipRev bool
+	revCfg              *RevisionsConfig // read once per transaction (revisionsConfig)
+	revCfgRead          bool
+	// anyCounters: this transaction wrote a counter.
+	anyCounters bool
 }
 
 // stmt returns the prepared statement for q bound to this transaction.
@@ -62,7 +69,7 @@ func (tx *Tx) run(fn func(*Tx) error) error {
 	if _, err := tx.exec(sqlSavepoint); err != nil {
 		return err
 	}
-	tx.actor = ""
+	tx.actor, tx.skipRev = "", false
 	etag, cv, cvText, nchanges := tx.lastEtag, tx.cv, tx.cvText, len(tx.changes)
 	saved := make(map[string]Collection, len(tx.deltas))
 	for k, d := range tx.deltas {
@@ -158,6 +165,11 @@ type Document struct {
 	// (PageByEtag and PageByID with maxBody, GetPrefix) whose Body may be
 	// only a prefix of it; 0 from the others.
 	Size int64
+	// Counters are the names of the document's live counters and
+	// CountersEtag the last etag of its counters, set by the reads that
+	// serve documents to clients (see AddCounterNames).
+	Counters     []string
+	CountersEtag int64
 }
 
 // Truncated tells whether Body is only a prefix of the stored body.
@@ -165,7 +177,12 @@ func (d *Document) Truncated() bool { return d.Size > int64(len(d.Body)) }
 
 // AppendJSON writes the document as clients see it, metadata included.
 func (d *Document) AppendJSON(dst []byte) []byte {
-	return document.AppendJSON(dst, d.Body, d.ID, d.ChangeVector, d.LastModified)
+	start := len(dst)
+	out := document.AppendJSON(dst, d.Body, d.ID, d.ChangeVector, d.LastModified)
+	if len(d.Counters) > 0 {
+		out = appendCounterNames(out, start, d.Counters)
+	}
+	return appendDocFlags(out, start, d.Flags, len(d.Counters) > 0)
 }
 
 // Info describes a write's outcome.
@@ -335,6 +352,9 @@ func (tx *Tx) Put(id string, doc document.Parsed, expected *string) (Info, error
 		}
 	}
 	info, err := tx.put(id, key, known, doc, expected)
+	if err == nil {
+		err = tx.revisionAfterPut(LowerID(info.ID), info, doc.Body)
+	}
 	if err == nil && len(resolved) > 0 {
 		err = tx.logResolution(info.ID, info.Collection, "manual", tx.by(), resolved, Version{
 			ID: info.ID, Collection: info.Collection, ChangeVector: info.ChangeVector, LastModified: info.LastModified, Body: doc.Body,
@@ -401,6 +421,11 @@ func (tx *Tx) put(id, key string, known bool, doc document.Parsed, expected *str
 	}
 	if old != nil && !strings.EqualFold(old.collection, cname) {
 		return Info{}, dberr.New(dberr.InvalidOperation, "Changing '%s' from '%s' to '%s' via update is not supported. Delete it and recreate the document.", old.id, old.collection, cname)
+	}
+	if old != nil { // a document's time-series names stay in its body (timeseries.go)
+		if doc.Body, err = tx.withSeriesNames(key, doc.Body, doc.Server["@flags"]); err != nil {
+			return Info{}, err
+		}
 	}
 	etag, cv := tx.nextWrite()
 	lm := tx.now.UnixNano()
@@ -512,6 +537,12 @@ func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err 
 	if err := tx.dropRefs(key, true); err != nil { // attachments
 		return Info{}, false, err
 	}
+	if err := tx.dropSeries(key); err != nil { // its time series go with it
+		return Info{}, false, err
+	}
+	if err := tx.dropCounters(key); err != nil {
+		return Info{}, false, err
+	}
 	if _, err := tx.exec(sqlInsertTombstone,
 		etag, key, old.id, old.collection, old.etag, cv, lm); err != nil {
 		return Info{}, false, err
@@ -522,7 +553,8 @@ func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err 
 	d.Tombstones++
 	tx.noteID(old.id, -1)
 	tx.changes = append(tx.changes, Change{Type: "Delete", ID: old.id, Collection: cname, ChangeVector: cv, Etag: etag})
-	return Info{ID: old.id, Collection: cname, ChangeVector: cv, Etag: etag, LastModified: tx.now}, true, nil
+	info = Info{ID: old.id, Collection: cname, ChangeVector: cv, Etag: etag, LastModified: tx.now}
+	return info, true, tx.revisionAfterDelete(key, info)
 }
 
 func concurrencyErr(format string, args ...any) error {

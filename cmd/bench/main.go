@@ -69,8 +69,11 @@ type config struct {
 	tlsRounds   int             // tls: interleaved bulk-insert rounds
 	indexDocs   int             // indexes: documents in the indexed collection (0 skips)
 	smugDocs    int             // smuggler: documents exported and imported (0 skips)
+	extDocs     int             // extensions: writes per measured side (0 skips)
 	refDocs     int             // indexes: documents referencing one document (LoadDocument)
 	pg          string          // bulkinsert: a PostgreSQL DSN, "auto" (a throwaway server) or "" (skip)
+	cmpxchgTxs  int             // extensions: cluster-wide transactions per side (0 skips)
+	counterIncs int             // extensions: counter increments per round (0 skips counters)
 	only        map[string]bool // sections to run; all when empty
 	dir         string
 
@@ -108,12 +111,15 @@ func main() {
 	flag.IntVar(&c.handshakes, "handshakes", 2000, "tls section: requests on new connections per kind (plain, full handshake, resumed) (0 skips them)")
 	flag.IntVar(&c.indexDocs, "index-docs", 1_000_000, "indexes: documents in the indexed collection (0 skips the section)")
 	flag.IntVar(&c.smugDocs, "smuggler-docs", 1_000_000, "smuggler: documents exported and imported (0 skips the section)")
+	flag.IntVar(&c.extDocs, "extensions-docs", 100_000, "extensions: writes per measured side (0 skips the section)")
 	flag.IntVar(&c.refDocs, "ref-docs", 10_000, "indexes: documents referencing one document for the LoadDocument measurement")
 	flag.IntVar(&c.changesSubs, "changes-subs", 100, "changes: Changes API subscribers, in a child process (0 skips the section)")
 	flag.IntVar(&c.changesRate, "changes-rate", 1000, "changes: document writes per second")
 	flag.DurationVar(&c.changesFor, "changes-for", 5*time.Second, "changes: how long each round writes")
 	flag.IntVar(&c.changesRounds, "changes-rounds", 4, "changes: rounds, each with and without subscribers (order alternating)")
 	flag.StringVar(&c.pg, "pg", "", "bulkinsert section: a PostgreSQL DSN to compare with, or auto (a throwaway server from Debian's postgresql package)")
+	flag.IntVar(&c.cmpxchgTxs, "cmpxchg-txs", 500, "extensions: cluster-wide transactions timed through the leader and through a follower, against as many plain bulk_docs (0 skips)")
+	flag.IntVar(&c.counterIncs, "counter-incs", 100_000, "extensions: counter increments (and document puts) per round (0 skips counters)")
 	flag.StringVar(&c.dir, "dir", "", "scratch directory (a temp dir when empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	only := flag.String("only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
@@ -152,6 +158,8 @@ func main() {
 			"changes-rate":      func() { c.changesRate = 200 },
 			"changes-for":       func() { c.changesFor = time.Second },
 			"changes-rounds":    func() { c.changesRounds = 2 },
+			"ts-points":         func() { *tsPoints = 100_000 },
+			"counter-incs":      func() { c.counterIncs = 2000 },
 		}
 		for name, apply := range quickDefaults {
 			if !set[name] {
@@ -319,24 +327,31 @@ func run(c config, out io.Writer) error {
 		}
 	}
 	if c.runs("extensions") {
-		if err := extensions(out, c, url); err != nil {
+		for _, part := range []func(io.Writer, config) error{extensionsCmpXchg, extensionsRevisions, extensionsTimeSeries} {
+			if err := part(out, c); err != nil {
+				return err
+			}
+		}
+		if err := extensionsBench(out, c, url, "attachments"); err != nil {
+			return err
+		}
+		if err := extensionsBench(out, c, url, "counters"); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// extensions runs the document extensions' parts (one case each).
-func extensions(out io.Writer, c config, url string) error {
-	for _, part := range []string{"attachments"} {
-		var err error
-		switch part {
-		case "attachments":
-			err = attachmentsBench(out, c.dir, url)
+// extensionsBench runs one document extension's part of the extensions
+// section.
+func extensionsBench(out io.Writer, c config, url, part string) error {
+	switch part {
+	case "counters":
+		if c.counterIncs > 0 {
+			return countersBench(out, c, url)
 		}
-		if err != nil {
-			return fmt.Errorf("extensions, %s: %w", part, err)
-		}
+	case "attachments":
+		return attachmentsBench(out, c.dir, url)
 	}
 	return nil
 }
@@ -726,4 +741,13 @@ func probe(out io.Writer, path string, n int) error {
 		return fmt.Errorf("probe count over bound for N=%d", n)
 	}
 	return nil
+}
+
+// extensionsRevisions is the extensions section's revisions part.
+func extensionsRevisions(out io.Writer, c config) error {
+	if c.extDocs <= 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "\n## Revisions, %d writes per side (storage engine, no HTTP)\n", c.extDocs)
+	return revisionsBench(out, c.dir, c.extDocs)
 }

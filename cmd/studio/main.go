@@ -60,6 +60,7 @@ type options struct {
 	maxConnections, minDataRate, maxLivePages  int
 	maxRequestBody, maxDocumentSize, maxImport byteSize
 	maxAttachment                              byteSize
+	maxCmpXchgValue                            byteSize
 	minDataRateGrace                           time.Duration
 	indexCleanupInterval                       time.Duration
 	// The studio's chart history (web.Config's History… fields).
@@ -125,6 +126,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	o.maxAttachment = api.DefaultMaxAttachmentSize
 	fs.Var(&o.maxAttachment, "max-attachment-size", "largest attachment a client may store, e.g. 4GiB; uploads are staged to a file beside the database, never held in memory (-1: no limit)")
 	fs.Var(&o.maxDocumentSize, "max-document-size", "largest document a client may store, in bytes of its JSON, e.g. 32MiB (-1: no limit)")
+	o.maxCmpXchgValue = 1 << 20
+	fs.Var(&o.maxCmpXchgValue, "max-cmpxchg-value-size", "largest compare-exchange value, in bytes of its JSON, e.g. 1MiB (at most 3MiB: values live in the Raft log)")
 	fs.IntVar(&o.minDataRate, "min-data-rate", web.DefaultMinDataRate, "slowest average rate, in bytes/s, at which a request body may arrive or a response be read, once --min-data-rate-grace has passed (-1: off)")
 	fs.DurationVar(&o.minDataRateGrace, "min-data-rate-grace", web.DefaultMinDataRateGrace, "how long a body or a response write may go before --min-data-rate applies")
 	fs.IntVar(&o.maxLivePages, "max-live-pages", web.DefaultMaxLivePages, "most studio pages kept live at once, one websocket each (-1: no cap)")
@@ -233,7 +236,7 @@ func run(args []string, stderr io.Writer) error {
 		MaxConnections: o.maxConnections, MaxRequestBody: int64(o.maxRequestBody), MaxDocumentSize: int64(o.maxDocumentSize), MaxImportSize: int64(o.maxImport), MaxAttachmentSize: int64(o.maxAttachment),
 		MinDataRate: o.minDataRate, MinDataRateGrace: o.minDataRateGrace, MaxLivePages: o.maxLivePages, MaxDocReferences: o.maxDocReferences,
 		PatchTimeLimit: o.patchTimeLimit, MaxMultiGet: o.maxMultiGet,
-		IndexCleanupInterval: o.indexCleanupInterval, DumpDir: o.dumpDir,
+		IndexCleanupInterval: o.indexCleanupInterval, DumpDir: o.dumpDir, MaxCmpXchgValueSize: int64(o.maxCmpXchgValue),
 		HistoryRetention: o.historyRetention, HistoryInterval: o.historyInterval, HistoryMaxSeries: o.historyMaxSeries,
 		AlertNodeUnreachable: o.alertNodeUnreachable, AlertReplicationError: o.alertReplicationError, AlertReplicationLag: o.alertReplicationLag,
 		AlertIndexStale: o.alertIndexStale, AlertLeaderWindow: o.alertLeaderWindow, AlertElections: o.alertElections,

@@ -26,6 +26,7 @@ import (
 	"github.com/rookerydb/rookery/backend/audit"
 	"github.com/rookerydb/rookery/backend/catalog"
 	"github.com/rookerydb/rookery/backend/cluster"
+	"github.com/rookerydb/rookery/backend/clustertx"
 	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/ids"
@@ -102,6 +103,12 @@ type API struct {
 
 	// proposed are the tags nextTag handed out in the last minute, so nodes
 	// started together (asking before either joined) get different ones.
+	// MaxCmpXchgValueSize bounds a compare-exchange value
+	// (--max-cmpxchg-value-size); ClusterTx writes committed cluster
+	// transactions into this node's databases (cmpxchg.go).
+	MaxCmpXchgValueSize int64
+	ClusterTx           *clustertx.Applier
+
 	proposedMu sync.Mutex
 	proposed   map[string]time.Time
 }
@@ -141,6 +148,11 @@ func (a *API) Register(e *echo.Echo) {
 	a.registerPatch(e, g)
 	g.POST("/bulk_docs", a.bulkDocs)
 	a.registerBulkInsert(g)
+	g.GET("/cmpxchg", a.getCmpXchg)
+	g.PUT("/cmpxchg", a.putCmpXchg)
+	g.DELETE("/cmpxchg", a.deleteCmpXchg)
+	a.registerTimeSeries(g)
+	a.registerCounters(g)
 	g.GET("/hilo/next", a.hiloNext)
 	g.PUT("/hilo/return", a.hiloReturn)
 	g.POST("/identity/next", a.identityNext)
@@ -152,6 +164,7 @@ func (a *API) Register(e *echo.Echo) {
 	g.GET("/healthcheck", a.healthcheck)
 	a.registerConflicts(e, g)
 	a.registerAttachments(g)
+	a.registerRevisions(g)
 	a.registerSubscriptions(g)
 	a.registerQueries(g)
 	a.registerIndexes(e, g)
@@ -245,6 +258,10 @@ func etagOf(docs []*storage.Document, extra []*storage.Document) string {
 				continue
 			}
 			h.Write(strconv.AppendInt(buf[:0], d.Etag, 10))
+			h.Write(strconv.AppendInt(append(buf[:0], '/'), d.Flags, 10)) // served flags (HasRevisions) change without an etag on a replica
+			if d.CountersEtag > 0 {
+				h.Write(strconv.AppendInt(append(buf[:0], 'c'), d.CountersEtag, 10))
+			}
 			h.Write([]byte{','})
 		}
 		h.Write([]byte{'|'})

@@ -221,22 +221,22 @@ func (a *API) deleteAttachment(c echo.Context) error {
 // parseBatch reads a bulk_docs body: JSON, or multipart (the session's
 // SaveChanges with attachments: the commands part first, then one part per
 // AttachmentPUT command, in order), whose parts are staged to files.
-func (a *API) parseBatch(c echo.Context, db *storage.DB) ([]batch.Command, error) {
+func (a *API) parseBatch(c echo.Context, db *storage.DB) (cmds []batch.Command, clusterWide bool, err error) {
 	mt, params, _ := mime.ParseMediaType(c.Request().Header.Get("Content-Type"))
 	if !strings.HasPrefix(mt, "multipart/") {
-		return batch.ParseMax(c.Request().Body, a.MaxDocumentSize)
+		return batch.ParseMaxMode(c.Request().Body, a.MaxDocumentSize)
 	}
 	if params["boundary"] == "" {
-		return nil, dberr.New(dberr.BadRequest, "Invalid batch request: multipart without a boundary")
+		return nil, false, dberr.New(dberr.BadRequest, "Invalid batch request: multipart without a boundary")
 	}
 	mr := multipart.NewReader(c.Request().Body, params["boundary"])
 	part, err := mr.NextPart()
 	if err != nil {
-		return nil, dberr.New(dberr.BadRequest, "Invalid batch request: %v", err)
+		return nil, false, dberr.New(dberr.BadRequest, "Invalid batch request: %v", err)
 	}
-	cmds, err := batch.ParseMax(part, a.MaxDocumentSize)
+	cmds, clusterWide, err = batch.ParseMaxMode(part, a.MaxDocumentSize)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	next := 0
 	for {
@@ -246,24 +246,24 @@ func (a *API) parseBatch(c echo.Context, db *storage.DB) ([]batch.Command, error
 		}
 		if err != nil {
 			batch.RemoveStaged(cmds)
-			return nil, dberr.New(dberr.BadRequest, "Invalid batch request: %v", err)
+			return nil, false, dberr.New(dberr.BadRequest, "Invalid batch request: %v", err)
 		}
 		for next < len(cmds) && cmds[next].Type != batch.AttachmentPut {
 			next++
 		}
 		if next == len(cmds) {
 			batch.RemoveStaged(cmds)
-			return nil, dberr.New(dberr.BadRequest, "Invalid batch request: more attachment parts than AttachmentPUT commands")
+			return nil, false, dberr.New(dberr.BadRequest, "Invalid batch request: more attachment parts than AttachmentPUT commands")
 		}
 		st, err := db.StageAttachment(part, a.maxAttachment())
 		if err != nil {
 			batch.RemoveStaged(cmds)
-			return nil, err
+			return nil, false, err
 		}
 		cmds[next].Attachment = st
 		next++
 	}
-	return cmds, nil
+	return cmds, clusterWide, nil
 }
 
 // appendAttachmentResult writes the result of an attachment command.

@@ -199,7 +199,11 @@ func (a *API) loadDocs(c echo.Context, idList []string) error {
 		buf = append(buf, ':')
 		buf = d.AppendJSON(buf)
 	}
-	buf = append(buf, "}}"...)
+	buf = append(buf, '}')
+	if buf, err = appendCounterIncludes(ctx, db, buf, docs, q["counter"]); err != nil {
+		return err
+	}
+	buf = append(buf, '}')
 	c.Response().Header().Set("ETag", `"`+etag+`"`)
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSONCharsetUTF8, buf)
 }
@@ -483,7 +487,7 @@ func (a *API) bulkDocs(c echo.Context) error {
 		return err
 	}
 	// The body is bounded by the server's request-body limit (web).
-	cmds, err := a.parseBatch(c, db) // JSON, or multipart with attachments
+	cmds, clusterWide, err := a.parseBatch(c, db) // JSON, or multipart with attachments
 	defer batch.RemoveStaged(cmds)
 	if err != nil {
 		var se *document.SizeError
@@ -491,6 +495,9 @@ func (a *API) bulkDocs(c echo.Context) error {
 			return &dberr.Error{Kind: dberr.TooLarge, Err: se, Msg: err.Error() + fmt.Sprintf(", the largest document this server accepts (--max-document-size is %s). Nothing was stored.", document.FormatBytes(se.Max))}
 		}
 		return err
+	}
+	if clusterWide {
+		return a.clusterBulkDocs(c, db, cmds)
 	}
 	res, err := batch.ExecuteWith(c.Request().Context(), db, a.idents(), cmds, batch.Options{PatchTimeLimit: a.PatchTimeLimit})
 	if err != nil {
@@ -517,6 +524,8 @@ func appendResult(buf []byte, r batch.Result) []byte {
 	switch r.Type {
 	case batch.Patch:
 		return appendPatchResult(buf, r)
+	case batch.Counters:
+		buf = appendCountersResult(buf, r)
 	case batch.Put:
 		buf = append(buf, `{"Type":"PUT","@id":`...)
 		buf = document.AppendString(buf, r.ID)
@@ -529,6 +538,12 @@ func appendResult(buf []byte, r batch.Result) []byte {
 		buf = append(buf, `"}`...)
 	case batch.AttachmentPut, batch.AttachmentDelete:
 		buf = appendAttachmentResult(buf, r)
+	case batch.ForceRevision:
+		buf = appendForceRevisionResult(buf, r)
+	case batch.TimeSeries:
+		buf = append(buf, `{"Type":"TimeSeries","Id":`...)
+		buf = document.AppendString(buf, r.ID)
+		buf = append(buf, '}')
 	default:
 		buf = append(buf, `{"Id":`...)
 		buf = document.AppendString(buf, r.ID)

@@ -67,7 +67,7 @@ func databaseStats(c echo.Context, db *storage.DB) (map[string]any, error) {
 		"LastDatabaseEtag":                         s.LastEtag,
 		"CountOfIndexes":                           0,
 		"CountOfDocuments":                         s.Documents,
-		"CountOfRevisionDocuments":                 0,
+		"CountOfRevisionDocuments":                 revisionsTotal(c, db),
 		"CountOfDocumentsConflicts":                conflictedDocs,
 		"CountOfTombstones":                        s.Tombstones,
 		"CountOfConflicts":                         conflictRows,

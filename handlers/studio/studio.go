@@ -64,6 +64,8 @@ type Studio struct {
 	URL     func() string
 	// Cluster is the node's Raft view; nil until the cluster is wired.
 	Cluster *cluster.Cluster
+	// MaxCmpXchgValueSize bounds a compare-exchange value (studio_cmpxchg.go).
+	MaxCmpXchgValueSize int64
 	// Conflicts runs bulk conflict resolutions (and its engine the settings
 	// page's test runs); nil leaves those actions unavailable.
 	Conflicts *conflicts.Manager
@@ -191,10 +193,14 @@ func (s *Studio) Register(e *echo.Echo) {
 	s.registerSmuggler(g, db)
 	s.registerDocuments(db)
 	s.registerDocument(db)
+	s.registerTimeSeries(db)
+	s.registerCounters(db)
 	s.registerHiLo(db)
 	s.registerIdentities(db)
+	s.registerCmpXchg(db)
 	s.registerStats(db)
 	s.registerConflicts(db)
+	s.registerRevisions(db)
 	s.registerReplication(db)
 	s.registerSubscriptions(db)
 	s.registerQuery(db)

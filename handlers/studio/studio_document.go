@@ -141,6 +141,9 @@ func (s *Studio) docPage(c echo.Context) error {
 	if p.Attachments, err = docAttachments(ctx, db, d.ID); err != nil {
 		return s.studioError(c, db.Name(), err)
 	}
+	if p.Counters, err = docCounters(ctx, db, d.ID); err != nil {
+		return s.studioError(c, db.Name(), err)
+	}
 	return render(c, http.StatusOK, s.chrome(c, d.ID+" · Documents", db.Name(), views.NavDocuments, "doc"), views.DocumentPage(p))
 }
 

@@ -56,6 +56,7 @@ const writePiece = 16 << 10
 type requestLimits struct {
 	maxBody   int64 // bytes; no limit when <= 0
 	maxImport int64 // the same for dump imports
+	maxAttach int64 // the same for attachment uploads (<= 0: none)
 	rate      float64
 	grace     time.Duration
 	slow      *prometheus.CounterVec // rookery_http_slow_clients_total{direction}
@@ -63,7 +64,7 @@ type requestLimits struct {
 }
 
 func newRequestLimits(cfg Config, reg prometheus.Registerer) *requestLimits {
-	l := &requestLimits{maxBody: cfg.MaxRequestBody, maxImport: cfg.MaxImportSize, rate: float64(cfg.MinDataRate), grace: cfg.MinDataRateGrace,
+	l := &requestLimits{maxBody: cfg.MaxRequestBody, maxImport: cfg.MaxImportSize, maxAttach: cfg.MaxAttachmentSize, rate: float64(cfg.MinDataRate), grace: cfg.MinDataRateGrace,
 		slow: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rookery_http_slow_clients_total",
 			Help: "Requests cut off because the client sent its body (read) or took the response (write) slower than --min-data-rate.",
@@ -85,6 +86,9 @@ func (l *requestLimits) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		maxBody, flag := l.maxBody, "--max-request-body"
 		if isImport(r) {
 			maxBody, flag = l.maxImport, "--max-import-size"
+		}
+		if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/databases/") && strings.HasSuffix(r.URL.Path, "/attachments") {
+			maxBody, flag = l.maxAttach, "--max-attachment-size"
 		}
 		if maxBody > 0 && r.ContentLength > maxBody {
 			l.large.Inc()

@@ -135,6 +135,10 @@ type Config struct {
 	// …/smuggler/import; those requests are not held to MaxRequestBody).
 	// DefaultMaxImportSize.
 	MaxImportSize int64
+	// MaxAttachmentSize is the largest attachment a client may store (PUT
+	// …/attachments is held to it instead of MaxRequestBody).
+	// api.DefaultMaxAttachmentSize; negative: no limit.
+	MaxAttachmentSize int64
 	// MinDataRate is the slowest average rate, in bytes/s, at which a
 	// request body may arrive and a response be taken once MinDataRateGrace
 	// has passed. DefaultMinDataRate and DefaultMinDataRateGrace.
@@ -230,6 +234,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxImportSize == 0 {
 		c.MaxImportSize = DefaultMaxImportSize
+	}
+	if c.MaxAttachmentSize == 0 {
+		c.MaxAttachmentSize = api.DefaultMaxAttachmentSize
 	}
 	if c.MinDataRate == 0 {
 		c.MinDataRate = DefaultMinDataRate
@@ -489,7 +496,7 @@ func New(cfg Config) (*Server, error) {
 	s.queries = query.NewRunner(s.idx, query.IndexLookup(s.indexes.Get), query.Options{Logger: cfg.Logger})
 	s.operations = operations.New(operations.Options{Describe: describeError, OnChange: func(info operations.Info) { s.hub.Notify(""); s.changesOperation(info) }})
 	wire := &api.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs,
-		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: sec.wellKnown(), Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize,
+		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: sec.wellKnown(), Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize, MaxAttachmentSize: cfg.MaxAttachmentSize,
 		Indexes: s.idx, Queries: s.queries, Operations: s.operations, Log: cfg.Logger, DumpDir: cfg.DumpDir, Alerts: s.watchers,
 		PatchTimeLimit: cfg.PatchTimeLimit, MaxMultiGet: cfg.MaxMultiGet,
 		MaxCmpXchgValueSize: cfg.MaxCmpXchgValueSize, ClusterTx: s.clusterTxApplier()}

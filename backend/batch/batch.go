@@ -24,6 +24,9 @@ import (
 const (
 	Put    = "PUT"
 	Delete = "DELETE"
+	// AttachmentPut and AttachmentDelete: see attachments.go.
+	AttachmentPut    = "AttachmentPUT"
+	AttachmentDelete = "AttachmentDELETE"
 	// ForceRevision makes a revision of the document as it is
 	// (session.advanced.revisions.forceRevisionCreationFor).
 	ForceRevision = "ForceRevisionCreation"
@@ -38,6 +41,10 @@ type Command struct {
 	ChangeVector *string
 	Document     document.Parsed
 	hasDocument  bool
+	// Name and ContentType of an attachment command; Attachment is the
+	// staged content of an AttachmentPUT (the request's matching part).
+	Name, ContentType string
+	Attachment        *storage.Staged
 	// Patch is a PATCH command's script and options (see patch.go).
 	Patch *PatchSpec
 	// Index is a compare-exchange command's expected index, and
@@ -306,6 +313,17 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 			}
 			c.Document = doc
 			c.hasDocument = true
+		case "Name", "ContentType":
+			field := nameTok.String()
+			s, err := readString(dec, field, i)
+			if err != nil {
+				return c, err
+			}
+			if s != nil && field == "Name" {
+				c.Name = *s
+			} else if s != nil {
+				c.ContentType = *s
+			}
 		case "Patch", "PatchIfMissing", "CreateIfMissing", "ReturnDocument":
 			if err := readPatchField(dec, g, &c, nameTok.String(), i); err != nil {
 				return c, err
@@ -337,6 +355,13 @@ func readCommand(dec *jsontext.Decoder, i int, g *docGuard) (Command, error) {
 	case Delete:
 		if !idSeen || strings.TrimSpace(c.ID) == "" {
 			return c, dberr.New(dberr.BadRequest, "command %d: DELETE requires an Id", i)
+		}
+	case AttachmentPut, AttachmentDelete:
+		if !idSeen || strings.TrimSpace(c.ID) == "" {
+			return c, dberr.New(dberr.BadRequest, "command %d: %s requires an Id", i, c.Type)
+		}
+		if err := storage.ValidateAttachmentName(c.Name); err != nil {
+			return c, dberr.New(dberr.BadRequest, "command %d: %v", i, err)
 		}
 	case Patch:
 		if !idSeen || strings.TrimSpace(c.ID) == "" {
@@ -377,6 +402,9 @@ type Result struct {
 	ChangeVector string
 	LastModified time.Time
 	Deleted      bool
+	// Attachment is the stored attachment of an AttachmentPUT (its
+	// ChangeVector is the document's new one; so is ChangeVector).
+	Attachment *storage.AttachmentInfo
 	// Patch is a PATCH command's outcome.
 	Patch *PatchResult
 	// RevisionCreated: a ForceRevisionCreation stored a new revision.
@@ -479,6 +507,12 @@ func ExecuteWith(ctx context.Context, db *storage.DB, ident Identities, cmds []C
 					return err
 				}
 				results[i] = Result{Type: Delete, ID: info.ID, ChangeVector: info.ChangeVector, Deleted: deleted}
+			case AttachmentPut, AttachmentDelete:
+				r, err := executeAttachment(tx, c)
+				if err != nil {
+					return err
+				}
+				results[i] = r
 			case Patch:
 				r, err := runPatch(tx, c, scripts, limit, deadline)
 				if err != nil {

@@ -17,7 +17,7 @@ import (
 //	uint32 item count, little-endian
 //	per item:
 //	  byte     kind: bit 0 Delete (else Put), bit 1 Unordered (see storage.Item),
-//	           bits 2-4 the item's storage.ItemKind (0 document, 2 revision,
+//	           bits 2-4 the item's storage.ItemKind (0 document, 1 attachment chunk, 2 revision,
 //	           3 counters, 4 time series; see storage.KindTimeSeries for what the fields
 //	           then carry)
 //	  uvarint  etag
@@ -48,7 +48,7 @@ const (
 // knownKind tells whether a receiver can apply items of kind k.
 func knownKind(k storage.ItemKind) bool {
 	switch k {
-	case storage.KindDocument, storage.KindRevision, storage.KindCounters, storage.KindTimeSeries:
+	case storage.KindDocument, storage.KindAttachment, storage.KindRevision, storage.KindCounters, storage.KindTimeSeries:
 		return true
 	}
 	return false

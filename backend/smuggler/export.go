@@ -207,7 +207,12 @@ func exportDocs(ctx context.Context, db *storage.DB, o Options, transform *patch
 				res.add(func() { res.Documents.SkippedCount++ })
 				return nil
 			}
-			buf = document.AppendJSON(buf[:0], it.Body, it.ID, it.ChangeVector, it.LastModified)
+			body, err := exportAttachments(ctx, db, o, dw, res, it) // streams written before their document
+			if err != nil {
+				werr = err
+				return err
+			}
+			buf = document.AppendJSON(buf[:0], body, it.ID, it.ChangeVector, it.LastModified)
 			if transform != nil {
 				out, _, err := transform.Run(buf, patch.Env{})
 				if err != nil {

@@ -173,9 +173,7 @@ func (imp *importer) item(it *dump.Item) error {
 		return nil
 	case "Docs", "Results":
 		if it.Kind == dump.KindAttachment {
-			r.add(func() { r.Documents.Attachments.ReadCount++; start(&r.Documents.Attachments) })
-			imp.notYet(it.Section, "attachment streams")
-			return nil
+			return imp.importAttachment(it)
 		}
 		if !imp.o.Has(TypeDocuments) {
 			return nil
@@ -345,6 +343,9 @@ func (imp *importer) doc(raw []byte) error {
 	if err != nil {
 		return err
 	}
+	if p.Body, err = imp.docAttachments(raw, p.Body); err != nil {
+		return err
+	}
 	id := p.Server["@id"]
 	if id == "" {
 		return errors.New("a document without @metadata.@id")
@@ -390,7 +391,10 @@ func (imp *importer) flush() error {
 		var last int64
 		tx.SkipRevisionCreation(skipRevisions)
 		for _, it := range batch {
-			if it.ChangeVector == "" {
+			if it.Kind == storage.KindDocument && it.ChangeVector == "" {
+				if err := tx.SetAttachmentRefs(it.ID, it.Body); err != nil { // attachments
+					return fmt.Errorf("document %s: %w", it.ID, err)
+				}
 				info, err := tx.Put(it.ID, document.Parsed{Body: it.Body, Collection: it.Collection}, nil)
 				if err != nil {
 					return fmt.Errorf("document %s: %w", it.ID, err)

@@ -18,6 +18,8 @@ const sqlChangesAfter = `
 	UNION ALL
 	SELECT CASE tombstone WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 1, 1, 0 FROM conflicts WHERE etag > ?1
 	UNION ALL
+	SELECT 'Put', etag, hash, '', change_vector, pos, data, 0, size, 1 FROM attachment_chunks WHERE etag > ?1
+	UNION ALL
 	SELECT CASE flags & 1 WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 0, 1 | (flags << 8), 2 FROM revisions WHERE etag > ?1
 	UNION ALL
 	SELECT 'Put', etag, doc_id, name, '', last_modified, CAST(parts AS BLOB), 0, 0, 3 FROM counters WHERE etag > ?1
@@ -37,6 +39,8 @@ const sqlReplicationAfter = `
 	SELECT CASE flags & 1 WHEN 1 THEN 'Delete' ELSE 'Put' END, etag, id, collection, change_vector, last_modified, body, 0, 1 | (flags << 8), 2 FROM revisions WHERE etag > ?1
 	UNION ALL
 	SELECT 'Put', etag, doc_id, name, '', last_modified, CAST(parts AS BLOB), 0, 0, 3 FROM counters WHERE etag > ?1
+	UNION ALL
+	SELECT 'Put', etag, hash, '', change_vector, pos, data, 0, size, 1 FROM attachment_chunks WHERE etag > ?1
 	UNION ALL
 	SELECT 'Put', etag, coalesce((SELECT doc_id FROM ts_series s WHERE s.doc_key = e.doc_key AND s.lname = e.lname), doc_key),
 		coalesce((SELECT name FROM ts_series s WHERE s.doc_key = e.doc_key AND s.lname = e.lname), lname),
@@ -87,6 +91,7 @@ func (db *DB) scanAfter(ctx context.Context, stmt *sql.Stmt, after int64, limit,
 	size := 0
 	var it Item
 	var body sql.RawBytes
+	var chunk []byte
 	for rows.Next() {
 		var lm, flags int64
 		if err := rows.Scan(&it.Type, &it.Etag, &it.ID, &it.Collection, &it.ChangeVector, &lm, &body, &it.Conflict, &flags, &it.Kind); err != nil {
@@ -99,6 +104,10 @@ func (db *DB) scanAfter(ctx context.Context, stmt *sql.Stmt, after int64, limit,
 		}
 		it.LastModified = time.Unix(0, lm).UTC()
 		it.Body = body
+		if it.Kind == KindAttachment { // lm is the chunk's position, flags the content's size
+			chunk = AttachmentChunkBody(chunk[:0], lm, flags, body)
+			it.Body, it.Unordered, it.LastModified = chunk, false, time.Unix(0, 0).UTC()
+		}
 		db.reads.Add(1)
 		if err := fn(&it); err != nil {
 			return err
@@ -156,6 +165,11 @@ func (db *DB) CountChangesAfter(ctx context.Context, after int64) (int64, error)
 			if err := count(`SELECT count(*) FROM tombstones WHERE collection = ? AND etag > ?`, c.name, after); err != nil {
 				return 0, err
 			}
+		}
+	}
+	if db.attachmentsHeld() {
+		if err := count(`SELECT count(*) FROM attachment_chunks WHERE etag > ?`, after); err != nil {
+			return 0, err
 		}
 	}
 	if db.conflicted.Load() {

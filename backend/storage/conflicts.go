@@ -137,6 +137,9 @@ func (tx *Tx) ResolveConflict(id, fingerprint string, res Resolution, by string)
 		if _, err := tx.exec(sqlInsertDoc, etag, key, first.ID, cname, cv, lm, res.Body); err != nil {
 			return false, Info{}, err
 		}
+		if err := tx.syncRefs(key, res.Body); err != nil { // attachments
+			return false, Info{}, err
+		}
 		tx.delta(ckey, cname).Docs++
 		tx.noteID(first.ID, 1)
 		tx.changes = append(tx.changes, Change{Type: "Put", ID: first.ID, Collection: cname, ChangeVector: cv, Etag: etag})

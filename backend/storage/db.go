@@ -97,6 +97,8 @@ type DB struct {
 	// conflicted is set once the file holds a conflict (a cheap guard for
 	// loads of missing ids).
 	conflicted atomic.Bool
+	// attach: whether the file may hold attachment references (attachments.go).
+	attach attachmentState
 	// hasCounters is set once the file holds a counter (counters.go).
 	hasCounters atomic.Bool
 

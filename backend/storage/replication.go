@@ -47,6 +47,10 @@ type ItemKind uint8
 // KindDocument is a document version or tombstone.
 const KindDocument ItemKind = 0
 
+// KindAttachment is an attachment content chunk: ID the hash, Body see
+// AttachmentChunkBody.
+const KindAttachment ItemKind = 1
+
 // flagUnordered marks a stored version as Unordered (docs and tombstones
 // flags column).
 const flagUnordered = 1
@@ -200,6 +204,8 @@ func (tx *Tx) localVersion(key string) (localVersion, error) {
 func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 	switch it.Kind {
 	case KindDocument:
+	case KindAttachment:
+		return tx.applyAttachmentChunk(it)
 	case KindRevision:
 		return tx.applyRevision(it)
 	case KindTimeSeries:
@@ -279,6 +285,10 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 		!local.tombstone && it.Type == "Put" && bytes.Equal(local.body, it.Body):
 		it.ChangeVector, it.Unordered = merged, true
 		return Merged, tx.writeVersion(key, it, local)
+	case !local.tombstone && it.Type == "Put" && mergeAttachments(&it, local.body):
+		// Versions that differ only in their attachments: the union.
+		it.ChangeVector, it.Unordered = merged, true
+		return Merged, tx.writeVersion(key, it, local)
 	case !local.tombstone && it.Type == "Put" && mergeSeriesNames(&it, local.body):
 		// Versions that differ only in their time-series names merge.
 		it.ChangeVector, it.Unordered = merged, true
@@ -355,6 +365,9 @@ func (tx *Tx) writeVersion(key string, it Item, local localVersion) error {
 	if _, err := tx.exec(sqlInsertReplDoc, etag, key, id, cname, it.ChangeVector, lm, flags, it.Body); err != nil {
 		return err
 	}
+	if err := tx.syncRefs(key, it.Body); err != nil { // attachments
+		return err
+	}
 	tx.delta(ckey, cname).Docs++
 	tx.noteID(id, 1)
 	tx.changes = append(tx.changes, Change{Type: "Put", ID: id, Collection: cname, ChangeVector: it.ChangeVector, Etag: etag})
@@ -374,6 +387,9 @@ func (tx *Tx) insertNewVersion(key string, it Item) (bool, error) {
 		return false, err
 	}
 	tx.lastEtag = etag
+	if err := tx.syncRefs(key, it.Body); err != nil { // attachments
+		return false, err
+	}
 	tx.delta(ckey, cname).Docs++
 	tx.noteID(it.ID, 1)
 	tx.changes = append(tx.changes, Change{Type: "Put", ID: it.ID, Collection: cname, ChangeVector: it.ChangeVector, Etag: etag})
@@ -394,6 +410,9 @@ func (tx *Tx) removeLocal(key string, local localVersion) error {
 		return nil
 	}
 	if _, err := tx.exec(sqlDeleteDoc, local.etag); err != nil {
+		return err
+	}
+	if err := tx.dropRefs(key, false); err != nil { // attachments
 		return err
 	}
 	tx.delta(ckey, cname).Docs--

@@ -93,6 +93,30 @@ CREATE TABLE IF NOT EXISTS id_numbers (
 	max_n  INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 
+-- Attachments (attachments.go): content once per SHA-256, in chunks that
+-- take etags from the documents' counter and replicate as items; pos is the
+-- chunk's byte offset, size the whole content's.
+CREATE TABLE IF NOT EXISTS attachment_chunks (
+	etag          INTEGER PRIMARY KEY,
+	hash          TEXT NOT NULL,    -- base64 SHA-256 of the whole content
+	pos           INTEGER NOT NULL,
+	size          INTEGER NOT NULL,
+	change_vector TEXT NOT NULL,    -- of the document version that stored it
+	data          BLOB NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS attachment_chunks_hash ON attachment_chunks(hash, pos);
+-- The references of the current document versions (their bodies list them
+-- in @metadata.@attachments): lookups and collection of unreferenced content.
+CREATE TABLE IF NOT EXISTS attachments (
+	key          TEXT NOT NULL, -- lower-cased document id
+	name         TEXT NOT NULL,
+	hash         TEXT NOT NULL,
+	content_type TEXT NOT NULL,
+	size         INTEGER NOT NULL,
+	PRIMARY KEY (key, name)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS attachments_hash ON attachments(hash);
+
 -- Revisions: stored versions of documents, identified by their change
 -- vector. They draw etags from the documents' counter and replicate in one
 -- etag order with them (see revisions.go).

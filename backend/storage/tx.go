@@ -430,8 +430,12 @@ func (tx *Tx) put(id, key string, known bool, doc document.Parsed, expected *str
 	etag, cv := tx.nextWrite()
 	lm := tx.now.UnixNano()
 	if old != nil {
-		id = old.id // ids keep their first spelling
-		if _, err := tx.exec(sqlUpdateDoc, etag, cv, lm, doc.Body, old.etag); err != nil {
+		id = old.id                               // ids keep their first spelling
+		body, err := tx.bodyForPut(key, doc.Body) // attachments
+		if err != nil {
+			return Info{}, err
+		}
+		if _, err := tx.exec(sqlUpdateDoc, etag, cv, lm, body, old.etag); err != nil {
 			return Info{}, err
 		}
 	} else {
@@ -528,6 +532,9 @@ func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err 
 	etag, cv := tx.nextWrite()
 	lm := tx.now.UnixNano()
 	if _, err := tx.exec(sqlDeleteDoc, old.etag); err != nil {
+		return Info{}, false, err
+	}
+	if err := tx.dropRefs(key, true); err != nil { // attachments
 		return Info{}, false, err
 	}
 	if err := tx.dropSeries(key); err != nil { // its time series go with it

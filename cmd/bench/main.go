@@ -332,6 +332,9 @@ func run(c config, out io.Writer) error {
 				return err
 			}
 		}
+		if err := extensionsBench(out, c, url, "attachments"); err != nil {
+			return err
+		}
 		if err := extensionsBench(out, c, url, "counters"); err != nil {
 			return err
 		}
@@ -347,6 +350,8 @@ func extensionsBench(out io.Writer, c config, url, part string) error {
 		if c.counterIncs > 0 {
 			return countersBench(out, c, url)
 		}
+	case "attachments":
+		return attachmentsBench(out, c.dir, url)
 	}
 	return nil
 }

@@ -15,9 +15,9 @@ func TestBenchSmoke(t *testing.T) {
 	var out bytes.Buffer
 	c := config{docs: 2000, batch: 500, rounds: 2, studioDocs: 3000, liveIdle: time.Second, hiloIDs: 20_000, identSingle: 20, identBatch: 200, probeNs: []int{100, 5000}, conflicts: 1000, dir: t.TempDir(),
 		lagRate: 300, lagFor: time.Second, catchUp: 3000, subDocs: 3000}
-	// The tls section has its own smoke test (TestBenchTLSSmoke).
+	// The tls and extensions sections have their own smoke tests.
 	for _, s := range sections {
-		if s != "tls" {
+		if s != "tls" && s != "extensions" {
 			if c.only == nil {
 				c.only = map[string]bool{}
 			}

@@ -33,6 +33,7 @@ import (
 	"github.com/rookerydb/rookery/backend/patch"
 	"github.com/rookerydb/rookery/backend/rql"
 	"github.com/rookerydb/rookery/backend/storage"
+	"github.com/rookerydb/rookery/handlers/api"
 	"github.com/rookerydb/rookery/handlers/studio"
 	"github.com/rookerydb/rookery/web"
 )
@@ -58,6 +59,7 @@ type options struct {
 	// Limits (README "Limits"); see web.Config.
 	maxConnections, minDataRate, maxLivePages  int
 	maxRequestBody, maxDocumentSize, maxImport byteSize
+	maxAttachment                              byteSize
 	maxCmpXchgValue                            byteSize
 	minDataRateGrace                           time.Duration
 	indexCleanupInterval                       time.Duration
@@ -121,6 +123,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&o.maxRequestBody, "max-request-body", "largest request body, e.g. 128MiB (-1: no limit)")
 	fs.StringVar(&o.dumpDir, "dump-dir", "", "the only directory server-side imports and exports read and write (default <data-dir>/dumps)")
 	fs.Var(&o.maxImport, "max-import-size", "largest dump one import request may send, e.g. 64GiB (-1: no limit)")
+	o.maxAttachment = api.DefaultMaxAttachmentSize
+	fs.Var(&o.maxAttachment, "max-attachment-size", "largest attachment a client may store, e.g. 4GiB; uploads are staged to a file beside the database, never held in memory (-1: no limit)")
 	fs.Var(&o.maxDocumentSize, "max-document-size", "largest document a client may store, in bytes of its JSON, e.g. 32MiB (-1: no limit)")
 	o.maxCmpXchgValue = 1 << 20
 	fs.Var(&o.maxCmpXchgValue, "max-cmpxchg-value-size", "largest compare-exchange value, in bytes of its JSON, e.g. 1MiB (at most 3MiB: values live in the Raft log)")
@@ -229,7 +233,7 @@ func run(args []string, stderr io.Writer) error {
 		IntegrityCheck: o.integrityCheck,
 		MaxQueryLength: o.maxQueryLength, MaxQueryDepth: o.maxQueryDepth, MaxJSONDepth: o.maxJSONDepth,
 		MaxChangeVectorLength: o.maxChangeVectorLength, MaxChangeVectorEntries: o.maxChangeVectorEntries, MaxWorkerMessage: o.maxWorkerMessage,
-		MaxConnections: o.maxConnections, MaxRequestBody: int64(o.maxRequestBody), MaxDocumentSize: int64(o.maxDocumentSize), MaxImportSize: int64(o.maxImport),
+		MaxConnections: o.maxConnections, MaxRequestBody: int64(o.maxRequestBody), MaxDocumentSize: int64(o.maxDocumentSize), MaxImportSize: int64(o.maxImport), MaxAttachmentSize: int64(o.maxAttachment),
 		MinDataRate: o.minDataRate, MinDataRateGrace: o.minDataRateGrace, MaxLivePages: o.maxLivePages, MaxDocReferences: o.maxDocReferences,
 		PatchTimeLimit: o.patchTimeLimit, MaxMultiGet: o.maxMultiGet,
 		IndexCleanupInterval: o.indexCleanupInterval, DumpDir: o.dumpDir, MaxCmpXchgValueSize: int64(o.maxCmpXchgValue),

@@ -83,6 +83,9 @@ type API struct {
 	// MaxDocumentSize is the largest document (its JSON, in bytes) a client
 	// may store; no limit when zero.
 	MaxDocumentSize int64
+	// MaxAttachmentSize is the largest attachment a client may store
+	// (DefaultMaxAttachmentSize when zero; no limit when negative).
+	MaxAttachmentSize int64
 	// DumpDir is where server-side imports and exports read and write.
 	DumpDir string
 	// Alerts is the cluster's notification center; nil leaves
@@ -160,6 +163,7 @@ func (a *API) Register(e *echo.Echo) {
 	g.GET("/configuration/client", a.clientConfiguration)
 	g.GET("/healthcheck", a.healthcheck)
 	a.registerConflicts(e, g)
+	a.registerAttachments(g)
 	a.registerRevisions(g)
 	a.registerSubscriptions(g)
 	a.registerQueries(g)

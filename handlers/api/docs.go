@@ -487,7 +487,8 @@ func (a *API) bulkDocs(c echo.Context) error {
 		return err
 	}
 	// The body is bounded by the server's request-body limit (web).
-	cmds, clusterWide, err := batch.ParseMaxMode(c.Request().Body, a.MaxDocumentSize)
+	cmds, clusterWide, err := a.parseBatch(c, db) // JSON, or multipart with attachments
+	defer batch.RemoveStaged(cmds)
 	if err != nil {
 		var se *document.SizeError
 		if errors.As(err, &se) {
@@ -535,6 +536,8 @@ func appendResult(buf []byte, r batch.Result) []byte {
 		buf = append(buf, `,"@last-modified":"`...)
 		buf = r.LastModified.UTC().AppendFormat(buf, document.TimeFormat)
 		buf = append(buf, `"}`...)
+	case batch.AttachmentPut, batch.AttachmentDelete:
+		buf = appendAttachmentResult(buf, r)
 	case batch.ForceRevision:
 		buf = appendForceRevisionResult(buf, r)
 	case batch.TimeSeries:

@@ -54,6 +54,10 @@ func databaseStats(c echo.Context, db *storage.DB) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	attachments, uniqueAttachments, err := db.AttachmentCounts(c.Request().Context())
+	if err != nil {
+		return nil, err
+	}
 	var lastWrite any
 	if !s.LastWrite.IsZero() {
 		lastWrite = document.FormatTime(s.LastWrite)
@@ -67,8 +71,8 @@ func databaseStats(c echo.Context, db *storage.DB) (map[string]any, error) {
 		"CountOfDocumentsConflicts":                conflictedDocs,
 		"CountOfTombstones":                        s.Tombstones,
 		"CountOfConflicts":                         conflictRows,
-		"CountOfAttachments":                       0,
-		"CountOfUniqueAttachments":                 0,
+		"CountOfAttachments":                       attachments,
+		"CountOfUniqueAttachments":                 uniqueAttachments,
 		"CountOfCounterEntries":                    0,
 		"CountOfTimeSeriesSegments":                0,
 		"CountOfCollections":                       len(s.Collections),

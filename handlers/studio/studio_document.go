@@ -101,6 +101,7 @@ func (s *Studio) registerDocument(g *echo.Group) {
 	g.GET("/doc/new", s.newDocForm)
 	g.POST("/doc/new", s.createDoc)
 	s.addLive("doc", s.docLive, false)
+	s.registerAttachments(g)
 }
 
 // docPage serves GET /studio/db/{db}/doc?id=…: the document with its
@@ -135,6 +136,9 @@ func (s *Studio) docPage(c echo.Context) error {
 		p.Editor = docEditorText(d)
 	}
 	if err := s.docRefs(ctx, db, d, &p); err != nil {
+		return s.studioError(c, db.Name(), err)
+	}
+	if p.Attachments, err = docAttachments(ctx, db, d.ID); err != nil {
 		return s.studioError(c, db.Name(), err)
 	}
 	if p.Counters, err = docCounters(ctx, db, d.ID); err != nil {

@@ -411,20 +411,21 @@ func spliceSeriesNames(body []byte, names []string, other string) []byte {
 
 // seriesNamesOf splits a stored body into its form without the
 // server-owned keys, its @timeseries names and its @flags.
-func seriesNamesOf(body []byte) (clean []byte, names []string, flags string, ok bool) {
+func seriesNamesOf(body []byte) (clean []byte, names []string, flags string, attachments json.RawMessage, ok bool) {
 	p, err := document.Parse(body)
 	if err != nil {
-		return nil, nil, "", false
+		return nil, nil, "", nil, false
 	}
 	var v struct {
 		Meta struct {
-			TS []string `json:"@timeseries"`
+			TS  []string        `json:"@timeseries"`
+			Att json.RawMessage `json:"@attachments"`
 		} `json:"@metadata"`
 	}
 	if json.Unmarshal(body, &v) != nil {
-		return nil, nil, "", false
+		return nil, nil, "", nil, false
 	}
-	return p.Body, v.Meta.TS, p.Server["@flags"], true
+	return p.Body, v.Meta.TS, p.Server["@flags"], v.Meta.Att, true
 }
 
 // mergeSeriesNames decides two concurrent versions of a document that
@@ -435,10 +436,24 @@ func mergeSeriesNames(it *Item, local []byte) bool {
 	if !bytes.Contains(it.Body, []byte(`"@timeseries"`)) && !bytes.Contains(local, []byte(`"@timeseries"`)) {
 		return false
 	}
-	a, an, af, ok1 := seriesNamesOf(it.Body)
-	b, bn, bf, ok2 := seriesNamesOf(local)
-	if !ok1 || !ok2 || !bytes.Equal(a, b) {
+	a, an, af, aa, ok1 := seriesNamesOf(it.Body)
+	b, bn, bf, ba, ok2 := seriesNamesOf(local)
+	// The attachment list is server-owned (document.Parse drops it): two
+	// versions that differ in it are not this case, and an equal one is
+	// put back.
+	if !ok1 || !ok2 || !bytes.Equal(a, b) || !bytes.Equal(aa, ba) {
 		return false
+	}
+	if len(aa) > 0 && string(aa) != "null" {
+		if n := len(a); n >= 2 && a[n-1] == '}' && a[n-2] == '}' {
+			withAtt := append([]byte(nil), a[:n-2]...)
+			if a[n-3] != '{' {
+				withAtt = append(withAtt, ',')
+			}
+			withAtt = append(withAtt, `"@attachments":`...)
+			withAtt = append(withAtt, aa...)
+			a = append(withAtt, '}', '}')
+		}
 	}
 	seen := map[string]bool{}
 	var names []string

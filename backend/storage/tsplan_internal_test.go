@@ -2,6 +2,7 @@ package storage
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -42,4 +43,28 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// Two concurrent versions that differ only in their time-series names
+// merge to the union of the names, and the attachment list they share
+// (server-owned, so not in document.Parse's output) stays in the result;
+// versions whose attachment lists differ are not this case.
+func TestMergeSeriesNamesKeepsAttachments(t *testing.T) {
+	const att = `[{"Name":"a.txt","Hash":"h","ContentType":"text/plain","Size":1}]`
+	a := []byte(`{"v":1,"@metadata":{"@collection":"Xs","@attachments":` + att + `,"@flags":"HasAttachments, HasTimeSeries","@timeseries":["hr"]}}`)
+	b := []byte(`{"v":1,"@metadata":{"@collection":"Xs","@attachments":` + att + `,"@flags":"HasAttachments, HasTimeSeries","@timeseries":["temp"]}}`)
+	it := Item{Body: a}
+	if !mergeSeriesNames(&it, b) {
+		t.Fatal("versions differing only in series names did not merge")
+	}
+	for _, want := range []string{`"@attachments":` + att, `"hr"`, `"temp"`, `HasAttachments`, `HasTimeSeries`} {
+		if !strings.Contains(string(it.Body), want) {
+			t.Fatalf("merged body %s lacks %s", it.Body, want)
+		}
+	}
+	c := []byte(`{"v":1,"@metadata":{"@collection":"Xs","@flags":"HasTimeSeries","@timeseries":["temp"]}}`)
+	it = Item{Body: a}
+	if mergeSeriesNames(&it, c) {
+		t.Fatalf("versions with different attachment lists merged as names only: %s", it.Body)
+	}
 }

@@ -503,14 +503,14 @@ func runGoClient(t *testing.T, e *env, b block) {
 // benchTiny are sizes small enough to run every section in seconds; they
 // are appended to each printed `go run ./cmd/bench` command (explicit
 // sizes win over -quick's).
-const benchTiny = "-docs 200 -batch 100 -rounds 1 -hilo-ids 2000 -identity-single 10 -identity-batched 100 -probe-n 100 -studio-docs 300 -conflicts 200 -lag-rate 100 -lag-for 500ms -catchup-docs 300 -subscription-docs 300 -tls-docs 400 -tls-rounds 1 -handshakes 20 -index-docs 300 -ref-docs 100 -smuggler-docs 300 -ts-points 2000 -ts-reads 2"
+const benchTiny = "-docs 200 -batch 100 -rounds 1 -hilo-ids 2000 -identity-single 10 -identity-batched 100 -probe-n 100 -studio-docs 300 -conflicts 200 -lag-rate 100 -lag-for 500ms -catchup-docs 300 -subscription-docs 300 -tls-docs 400 -tls-rounds 1 -handshakes 20 -index-docs 300 -ref-docs 100 -smuggler-docs 300 -ts-points 2000 -ts-reads 2 -changes-subs 5 -changes-rate 100 -changes-for 300ms -changes-rounds 1 -cmpxchg-txs 5 -extensions-docs 200 -counter-incs 200 -attachment-mb 1 -attachment-rounds 1"
 
 // benchHeaders are the report's section headings, by -only name.
 var benchHeaders = map[string]string{
 	"bulk": "## Bulk insert", "hilo": "## HiLo", "identities": "## Identities over HTTP", "cluster": "## Identities through Raft",
 	"replication": "## Replication", "studio": "## Studio pages", "conflicts": "## Conflict resolution",
 	"subscriptions": "## Subscription delivery", "probe": "## Next free identity", "tls": "## TLS", "indexes": "## Indexes",
-	"smuggler": "## Import and export", "extensions": "## Time series",
+	"smuggler": "## Import and export", "extensions": "## Time series", "bulkinsert": "## Streaming bulk insert", "changes": "## Changes API",
 }
 
 var onlyRe = regexp.MustCompile(`-only[ =](\S+)`)
@@ -532,7 +532,7 @@ func runBench(t *testing.T, e *env, b block) {
 		switch {
 		case strings.HasPrefix(cmd, "go run ./cmd/bench"):
 			p := e.start(t, name, cmd+" "+benchTiny)
-			if err := p.wait(2 * time.Minute); err != nil {
+			if err := p.wait(4 * time.Minute); err != nil {
 				t.Fatalf("%q at tiny sizes failed: %v\n%s", cmd, err, p.tail())
 			}
 			out := p.output()

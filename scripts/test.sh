@@ -84,6 +84,7 @@ fuzz FuzzJSONValue ./backend/index
 fuzz FuzzReader ./backend/smuggler/dump
 fuzz FuzzDocSyntaxPlace ./handlers/studio
 fuzz FuzzRefCandidates ./handlers/studio
+fuzz FuzzRun ./backend/bulkinsert
 
 step "npm client compatibility suite (ravendb 7.2.2)"
 bash compat/run.sh

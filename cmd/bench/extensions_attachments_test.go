@@ -7,8 +7,7 @@ import (
 
 // The attachments part runs end to end at a tiny size.
 func TestBenchAttachmentsSmoke(t *testing.T) {
-	defer func(mb, r int) { *attachmentMB, *attachmentRounds = mb, r }(*attachmentMB, *attachmentRounds)
-	*attachmentMB, *attachmentRounds = 1, 1
+	extensionSizes(t, 0, 0, 1, 1) // attachments only
 	var out bytes.Buffer
 	c := config{only: map[string]bool{"extensions": true}, dir: t.TempDir()}
 	if err := run(c, &out); err != nil {

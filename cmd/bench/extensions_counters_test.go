@@ -7,6 +7,7 @@ import (
 
 // The counters part of the extensions section runs end to end at a tiny size.
 func TestBenchCountersSmoke(t *testing.T) {
+	extensionSizes(t, 0, 0, 0, 0) // counters only
 	var out bytes.Buffer
 	c := config{rounds: 1, counterIncs: 1000, dir: t.TempDir(), only: map[string]bool{"extensions": true}}
 	if err := run(c, &out); err != nil {

@@ -25,7 +25,7 @@ import (
 // one run.
 
 var (
-	tsPoints = flag.Int("ts-points", 1_000_000, "extensions/timeseries: points in the series (one a second)")
+	tsPoints = flag.Int("ts-points", 1_000_000, "extensions/timeseries: points in the series (one a second; 0 skips the time-series part)")
 	tsBatch  = flag.Int("ts-batch", 1000, "extensions/timeseries: points per transaction")
 	tsReads  = flag.Int("ts-reads", 20, "extensions/timeseries: range reads per measurement")
 )
@@ -35,7 +35,12 @@ const tsBenchStart = int64(1_796_601_600_000) // 2026-12-07T00:00:00Z
 func tsBenchValues(i int) []float64 { return []float64{float64(i), float64(i%100) / 3} }
 
 // extensionsTimeSeries is the time-series part of the extensions section.
-func extensionsTimeSeries(out io.Writer, c config) error { return timeseriesBench(out, c.dir) }
+func extensionsTimeSeries(out io.Writer, c config) error {
+	if *tsPoints <= 0 {
+		return nil
+	}
+	return timeseriesBench(out, c.dir)
+}
 
 func timeseriesBench(out io.Writer, dir string) error {
 	n, batch := *tsPoints, max(*tsBatch, 1)

@@ -9,7 +9,7 @@ import (
 // The time-series part of the extensions section runs end to end at a tiny
 // size and reports both sides of each comparison.
 func TestBenchTimeSeriesSmoke(t *testing.T) {
-	*tsPoints, *tsReads = 4000, 2
+	extensionSizes(t, 4000, 2, 0, 0)
 	var out bytes.Buffer
 	if err := timeseriesBench(&out, t.TempDir()); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())

@@ -137,6 +137,9 @@ func (tx *Tx) ResolveConflict(id, fingerprint string, res Resolution, by string)
 		if _, err := tx.exec(sqlInsertDoc, etag, key, first.ID, cname, cv, lm, res.Body); err != nil {
 			return false, Info{}, err
 		}
+		if err := tx.keepHasRevisions(key); err != nil {
+			return false, Info{}, err
+		}
 		if err := tx.syncRefs(key, res.Body); err != nil { // attachments
 			return false, Info{}, err
 		}

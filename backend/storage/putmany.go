@@ -86,7 +86,9 @@ func (tx *Tx) PutMany(items []PutItem) ([]Info, error) {
 
 // canPutMany: no tombstone to remove and no conflict to resolve for any id.
 func (tx *Tx) canPutMany() bool {
-	return !tx.mayHaveTombstones() && !tx.mayHaveConflicts()
+	// Revisions (configured, or held for an id) are written by Put, one
+	// document at a time.
+	return !tx.mayHaveTombstones() && !tx.mayHaveConflicts() && !tx.db.rev.has.Load() && !tx.revWritten && tx.revisionsConfig() == nil
 }
 
 // plainID is an id Put stores as given (not generated, not an identity)

@@ -365,6 +365,9 @@ func (tx *Tx) writeVersion(key string, it Item, local localVersion) error {
 	if _, err := tx.exec(sqlInsertReplDoc, etag, key, id, cname, it.ChangeVector, lm, flags, it.Body); err != nil {
 		return err
 	}
+	if err := tx.keepHasRevisions(key); err != nil {
+		return err
+	}
 	if err := tx.syncRefs(key, it.Body); err != nil { // attachments
 		return err
 	}
@@ -387,6 +390,9 @@ func (tx *Tx) insertNewVersion(key string, it Item) (bool, error) {
 		return false, err
 	}
 	tx.lastEtag = etag
+	if err := tx.keepHasRevisions(key); err != nil {
+		return false, err
+	}
 	if err := tx.syncRefs(key, it.Body); err != nil { // attachments
 		return false, err
 	}

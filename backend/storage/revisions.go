@@ -70,6 +70,7 @@ const (
 		VALUES(?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(change_vector) DO NOTHING`
 	sqlMarkRevisionFlags  = `UPDATE revisions SET flags = flags | ? WHERE change_vector = ?`
 	sqlMarkHasRevisions   = `UPDATE docs SET flags = flags | 2 WHERE key = ?`
+	sqlMarkIfRevisions    = `UPDATE docs SET flags = flags | 2 WHERE key = ?1 AND EXISTS(SELECT 1 FROM revisions WHERE key = ?1)`
 	sqlRevisionAges       = `SELECT etag, last_modified FROM revisions WHERE key = ? ORDER BY last_modified DESC, etag DESC`
 	sqlDeleteRevision     = `DELETE FROM revisions WHERE etag = ?`
 	sqlPurgeRevisions     = `DELETE FROM revisions WHERE key = ?`
@@ -79,7 +80,7 @@ const (
 )
 
 func init() {
-	writerStatements = append(writerStatements, sqlInsertRevision, sqlMarkRevisionFlags, sqlMarkHasRevisions,
+	writerStatements = append(writerStatements, sqlInsertRevision, sqlMarkRevisionFlags, sqlMarkHasRevisions, sqlMarkIfRevisions,
 		sqlRevisionAges, sqlDeleteRevision, sqlPurgeRevisions, sqlGetRevisionByCV)
 }
 
@@ -339,15 +340,26 @@ func (tx *Tx) insertRevision(key, id, collection, cv string, lm int64, flags Rev
 	return true, nil
 }
 
+// keepHasRevisions marks a document just written (a new row, flags 0) as
+// HasRevisions when this node holds revisions of it. The flag then depends
+// only on which revisions a node holds, not on the order in which a
+// document and its revisions were written or arrived, so copies that hold
+// the same revisions serve the same @flags (the conflict revisions of a
+// resolution arrive by replication before or after the resolved version).
+func (tx *Tx) keepHasRevisions(key string) error {
+	if !tx.db.rev.has.Load() && !tx.revWritten {
+		return nil
+	}
+	_, err := tx.exec(sqlMarkIfRevisions, key)
+	return err
+}
+
 // revisionAfterPut writes the revision of a local put when the
 // collection's configuration asks for one, and purges.
 func (tx *Tx) revisionAfterPut(key string, info Info, body []byte) error {
-	if tx.skipRev {
-		return nil
-	}
 	cc := tx.revisionsConfig().For(info.Collection)
-	if cc == nil {
-		return nil
+	if tx.skipRev || cc == nil {
+		return tx.keepHasRevisions(key)
 	}
 	if _, err := tx.insertRevision(key, info.ID, info.Collection, info.ChangeVector, info.LastModified.UnixNano(), 0, body); err != nil {
 		return err

@@ -351,6 +351,26 @@ func TestRevisionsOfConflictsAndReplication(t *testing.T) {
 	if got, want := bodies(revs(t, x, "users/9")), bodies(list); got != want {
 		t.Fatalf("x has %s, y %s", got, want)
 	}
+	// Both copies serve the document alike, @flags included, whichever of
+	// the document and its revisions arrived first; a later local write
+	// (no configuration) keeps the flag while the revisions are there.
+	sameDoc := func(what string) {
+		t.Helper()
+		dx, _ := x.Get(ctx, "users/9")
+		dy, _ := y.Get(ctx, "users/9")
+		if dx == nil || dy == nil || string(dx.AppendJSON(nil)) != string(dy.AppendJSON(nil)) || !strings.Contains(string(dx.AppendJSON(nil)), "HasRevisions") {
+			t.Fatalf("%s: x serves %s, y %s", what, dx.AppendJSON(nil), dy.AppendJSON(nil))
+		}
+	}
+	sameDoc("after the resolution replicated")
+	for _, db := range []*storage.DB{x, y} {
+		revConfig(db, `{}`)
+	}
+	if _, err := put(t, y, "users/9", `{"N":4,"@metadata":{"@collection":"Users"}}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	replicate(t, y, x)
+	sameDoc("after a later write")
 	// A revision already present is ignored: replicating again changes nothing.
 	before := x.LastEtag()
 	replicate(t, y, x)
@@ -382,5 +402,27 @@ func TestRevisionsAreNotDocumentsInTheChangeStream(t *testing.T) {
 	}
 	if n, err := db.CountChangesAfter(context.Background(), 0); err != nil || n != 3 {
 		t.Fatalf("count %d %v", n, err)
+	}
+}
+
+// A bulk of puts (PutMany, bulk_docs and bulk insert) writes the revisions
+// the configuration asks for, as single puts do.
+func TestRevisionsOfPutMany(t *testing.T) {
+	db := open(t, "")
+	revConfig(db, `{"Collections":{"Users":{}}}`)
+	var items []storage.PutItem
+	for i := 0; i < 600; i++ {
+		items = append(items, storage.PutItem{ID: "users/" + itoa(i), Doc: doc(t, `{"N":`+itoa(i)+`,"@metadata":{"@collection":"Users"}}`)})
+	}
+	if err := db.Write(context.Background(), func(tx *storage.Tx) error {
+		_, err := tx.PutMany(items)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"users/0", "users/300", "users/599"} {
+		if got := revs(t, db, id); len(got) != 1 {
+			t.Fatalf("%s has %d revisions", id, len(got))
+		}
 	}
 }

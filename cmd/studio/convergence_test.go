@@ -657,7 +657,11 @@ func agree(states []*nodeState) (bool, string) {
 			da, oka := a.docs[id]
 			db, okb := b.docs[id]
 			if oka != okb || da.json != db.json {
-				diffs = append(diffs, fmt.Sprintf("%s: document %s: %s / %s", pair, id, docText(da, oka), docText(db, okb)))
+				d := fmt.Sprintf("%s: document %s: %s / %s", pair, id, docText(da, oka), docText(db, okb))
+				if oka && okb && da.token == db.token && da.cv == db.cv {
+					d += fmt.Sprintf(" (same version, other JSON: %s / %s)", da.json, db.json)
+				}
+				diffs = append(diffs, d)
 			}
 		}
 		for _, id := range union(keys(a.conflicts), keys(b.conflicts)) {

@@ -20,10 +20,15 @@ type SmugglerType struct {
 // order of RavenDB's studio.
 var SmugglerTypes = []SmugglerType{
 	{Name: "Documents", Label: "Documents", Note: "with their metadata and change vectors, HiLo documents included"},
+	{Name: "RevisionDocuments", Label: "Revisions", Note: "every kept revision, conflict and resolution revisions included"},
 	{Name: "Conflicts", Label: "Conflicts", Note: "every stored version of a conflicted id"},
 	{Name: "Indexes", Label: "Indexes", Note: "definitions: static and auto indexes"},
 	{Name: "Identities", Label: "Identities", Note: "identity counters (orders|)"},
+	{Name: "CompareExchange", Label: "Compare exchange", Note: "the cluster-wide keys and values of this database"},
+	{Name: "CounterGroups", Label: "Counters", Note: "each document's counters, with every node's part"},
 	{Name: "Subscriptions", Label: "Subscriptions", Note: "with where each one stands"},
+	{Name: "Attachments", Label: "Attachments", Note: "the content of the documents' attachments (with Documents)"},
+	{Name: "TimeSeries", Label: "Time series", Note: "every series' entries (with Documents)"},
 	{Name: "DatabaseRecord", Label: "Database record", Note: "the database's configuration"},
 }
 

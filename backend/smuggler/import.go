@@ -70,7 +70,7 @@ func Import(ctx context.Context, db *storage.DB, svc Services, o Options, r io.R
 	defer ahead.stop()
 	section := ""
 	for {
-		it, err := ahead.next()
+		it, err := ahead.next(ctx)
 		if errors.Is(err, io.EOF) {
 			break
 		}

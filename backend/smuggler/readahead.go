@@ -1,6 +1,7 @@
 package smuggler
 
 import (
+	"context"
 	"errors"
 	"sync"
 
@@ -106,8 +107,10 @@ func (a *aheadReader) run(dr *dump.Reader) {
 }
 
 // next returns the next item, in the dump's order, or the error that ended
-// the reading once every item before it was returned.
-func (a *aheadReader) next() (*dump.Item, error) {
+// the reading once every item before it was returned. It returns ctx's
+// error when ctx ends while it waits (a cancelled import whose client
+// stopped sending).
+func (a *aheadReader) next(ctx context.Context) (*dump.Item, error) {
 	if a.pending != nil {
 		close(a.pending)
 		a.pending = nil
@@ -116,7 +119,13 @@ func (a *aheadReader) next() (*dump.Item, error) {
 		if a.cur != nil && a.cur.err != nil {
 			return nil, a.cur.err
 		}
-		c, ok := <-a.ch
+		var c *aheadChunk
+		ok := false
+		select {
+		case c, ok = <-a.ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 		if !ok {
 			// Only after stop; a chunk with an error always comes first.
 			return nil, errStopped

@@ -151,7 +151,7 @@ func TestStudioSmugglerPageOptionsAndCommands(t *testing.T) {
 	if rec.Code != 200 {
 		t.Fatalf("page: %d %s", rec.Code, body)
 	}
-	for _, typ := range []string{"Documents", "Conflicts", "Indexes", "Identities", "Subscriptions", "DatabaseRecord"} {
+	for _, typ := range []string{"Documents", "RevisionDocuments", "Conflicts", "Indexes", "Identities", "CompareExchange", "CounterGroups", "Subscriptions", "Attachments", "TimeSeries", "DatabaseRecord"} {
 		if !regexp.MustCompile(`value="` + typ + `" checked data-testid="export-type-` + typ + `"`).MatchString(body) {
 			t.Errorf("export type %s is not offered ticked", typ)
 		}
@@ -173,7 +173,7 @@ func TestStudioSmugglerPageOptionsAndCommands(t *testing.T) {
 		t.Fatalf("default file name: %v", m)
 	}
 	name := m[1]
-	all := "Documents,Conflicts,Indexes,Identities,Subscriptions,DatabaseRecord"
+	all := "Documents,RevisionDocuments,Conflicts,Indexes,Identities,CompareExchange,CounterGroups,Subscriptions,Attachments,TimeSeries,DatabaseRecord"
 	yes := true
 	want := smuggler.ExportCommands(smuggler.CommandOptions{ServerURL: "http://node-a.test", Database: "shop", FileName: name},
 		smuggler.Options{OperateOnTypes: all, IncludeExpired: &yes})

@@ -33,6 +33,8 @@ function studioGetRoutes() {
     const r = m[1];
     if (r === "/studio" || r === "/studio/live") continue; // a redirect; the websocket
     if (r === "/studio/history") continue; // the charts' JSON, not a page
+    if (r === "/studio/db/:db/doc/attachment") continue; // an attachment's content, a download (attachments.spec.js)
+    if (r === "/studio/db/:db/timeseries/points") continue; // the time-series chart's JSON (timeseries.spec.js)
     // A preview's page needs a preview operation; conflicts-bulk.spec.js
     // visits it (and checks it at 1440 and 390 px).
     if (r === "/studio/db/:db/conflicts/preview") continue;
@@ -51,6 +53,7 @@ const fix = {
   resolved: "orders/conflicted-2",
   sub: "layout-orders",
   index: "", // the auto index's name, read after the query made it
+  series: "HeartRates-" + LONG.slice(0, 40),
 };
 
 // The URL of each studio GET route: ":db" is the database, a route that
@@ -64,6 +67,8 @@ function pageFor(route) {
     "/studio/db/:db/conflicts/doc": { name: "conflict-doc", url: "/studio/db/:db/conflicts/doc?id=" + encodeURIComponent(fix.conflict) },
     "/studio/db/:db/conflicts/*": { name: "conflict-path", url: "/studio/db/:db/conflicts/" + fix.conflict },
     "/studio/db/:db/subscriptions/*": { name: "subscription", url: "/studio/db/:db/subscriptions/" + fix.sub },
+    "/studio/db/:db/revisions": { name: "revisions", url: "/studio/db/:db/revisions?id=" + encodeURIComponent(fix.resolved) },
+    "/studio/db/:db/timeseries": { name: "timeseries", url: "/studio/db/:db/timeseries?id=" + encodeURIComponent(fix.longDoc) + "&name=" + encodeURIComponent(fix.series) },
     "/studio/db/:db/index": { name: "index", url: () => "/studio/db/:db/index?name=" + encodeURIComponent(fix.index) },
   };
   let p = special[route];
@@ -153,6 +158,14 @@ test.describe.serial("the studio's layout on every page", () => {
       commands.push({ Id: "customers/" + i + "-A", Type: "PUT", Document: { Name: "Customer " + i, "@metadata": { "@collection": "Customers" } } });
     }
     await api("A", "POST", "/databases/" + DB + "/bulk_docs", { Commands: commands }, 201);
+    // A time series with a long name and a long tag on the long document.
+    const appends = [];
+    for (let i = 0; i < 200; i++) {
+      appends.push({ Timestamp: new Date(Date.UTC(2026, 11, 7) + i * 60_000).toISOString().replace("Z", "0000Z"), Values: [i, 1000 - i, i / 3], Tag: i === 0 ? LONG : undefined });
+    }
+    await api("A", "POST", "/databases/" + DB + "/bulk_docs", {
+      Commands: [{ Id: fix.longDoc, Type: "TimeSeries", TimeSeries: { Name: fix.series, Appends: appends, Deletes: null } }],
+    }, 201);
     for (const id of [fix.conflict, fix.resolved]) {
       for (const tag of ["A", "B"]) {
         await api(tag, "PUT", "/databases/" + DB + "/docs?id=" + encodeURIComponent(id), { Total: tag === "A" ? 10 : 20, By: tag, "@metadata": { "@collection": "Orders" } }, 201);

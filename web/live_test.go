@@ -311,6 +311,12 @@ func TestLiveSendsOnlyChangedRegions(t *testing.T) {
 			t.Fatalf("the write's message carries the unchanged %s: %v", id, fragIDs(m))
 		}
 	}
+	// The counter moves after the frame is written, so the page may read
+	// the frame first: wait for it, then it must be exactly 2.
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(srv.hub.sent) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if got := testutil.ToFloat64(srv.hub.sent); got != 2 {
 		t.Fatalf("messages counted %v, want 2", got)
 	}

@@ -88,7 +88,7 @@ func (tx *Tx) PutMany(items []PutItem) ([]Info, error) {
 func (tx *Tx) canPutMany() bool {
 	// Revisions (configured, or held for an id) are written by Put, one
 	// document at a time.
-	return !tx.mayHaveTombstones() && !tx.mayHaveConflicts() && !tx.db.rev.has.Load() && !tx.revWritten && tx.revisionsConfig() == nil
+	return !tx.mayHaveTombstones() && !tx.mayHaveConflicts() && !tx.mayHaveRevisions() && tx.revisionsConfig() == nil
 }
 
 // plainID is an id Put stores as given (not generated, not an identity)

@@ -340,6 +340,10 @@ func (tx *Tx) insertRevision(key, id, collection, cv string, lm int64, flags Rev
 	return true, nil
 }
 
+// mayHaveRevisions is false while the database holds no revision and this
+// transaction wrote none.
+func (tx *Tx) mayHaveRevisions() bool { return tx.db.rev.has.Load() || tx.revWritten }
+
 // keepHasRevisions marks a document just written (a new row, flags 0) as
 // HasRevisions when this node holds revisions of it. The flag then depends
 // only on which revisions a node holds, not on the order in which a
@@ -347,7 +351,7 @@ func (tx *Tx) insertRevision(key, id, collection, cv string, lm int64, flags Rev
 // the same revisions serve the same @flags (the conflict revisions of a
 // resolution arrive by replication before or after the resolved version).
 func (tx *Tx) keepHasRevisions(key string) error {
-	if !tx.db.rev.has.Load() && !tx.revWritten {
+	if !tx.mayHaveRevisions() {
 		return nil
 	}
 	_, err := tx.exec(sqlMarkIfRevisions, key)
@@ -518,7 +522,7 @@ func (tx *Tx) applyRevision(it Item) (Outcome, error) {
 // revisionAfterReplicatedDelete applies PurgeOnDelete to a deletion that
 // came by replication.
 func (tx *Tx) revisionAfterReplicatedDelete(key, collection string) error {
-	if !tx.db.rev.has.Load() && !tx.revWritten {
+	if !tx.mayHaveRevisions() {
 		return nil
 	}
 	if cc := tx.revisionsConfig().For(collection); cc != nil && cc.PurgeOnDelete {

@@ -279,8 +279,11 @@ func (b *sqlBuilder) expr(e rql.Expr) (string, error) {
 				return fmt.Sprintf("(%s >= %s AND %s <= %s)", v, b.arg(l), v, b.arg(h))
 			}), nil
 		case float64:
+			// Numbers sort before text and blobs in SQLite, and NULL
+			// compares to nothing, so two numeric bounds already keep
+			// only numbers (a third test, < '', cost a third more per row).
 			return b.onField(f, func(v, _ string) string {
-				return fmt.Sprintf("(%s >= %s AND %s <= %s AND %s < '')", v, b.arg(lo), v, b.arg(hi), v)
+				return fmt.Sprintf("(%s >= %s AND %s <= %s)", v, b.arg(lo), v, b.arg(hi))
 			}), nil
 		}
 		return "0", nil

@@ -232,6 +232,9 @@ func (tx *Tx) PutAttachment(id, name, contentType string, st *Staged, expected *
 		n = rows
 	}
 	docCV := tx.cv.WithEntry(tx.db.nodeTag, tx.lastEtag+n+1, tx.db.dbid).String()
+	if b := baseOf(doc.ChangeVector); b != nil { // see nextWrite
+		docCV = b.WithEntry(tx.db.nodeTag, tx.lastEtag+n+1, tx.db.dbid).String()
+	}
 	if err := tx.storeContent(st, complete, docCV); err != nil {
 		return AttachmentInfo{}, err
 	}
@@ -363,7 +366,7 @@ func (tx *Tx) DeleteAttachment(id, name string, expected *string) (info Info, de
 // references the attachments table holds for it.
 func (tx *Tx) rewriteWithRefs(doc *Document) (Info, error) {
 	cv := doc.ChangeVector
-	return tx.put(doc.ID, LowerID(doc.ID), false, document.Parsed{Body: doc.Body, Collection: doc.Collection}, &cv)
+	return tx.put(doc.ID, LowerID(doc.ID), false, document.Parsed{Body: doc.Body, Collection: doc.Collection}, &cv, nil)
 }
 
 // refs reads the references of a document from the attachments table.

@@ -102,8 +102,9 @@ func (tx *Tx) fullConflicts(key string) ([]Version, []int64, error) {
 
 // ResolveConflict resolves id's stored versions to res as a local write by
 // an operator (a person, a bulk operation): the result's vector is the
-// database vector plus a new own entry, so it supersedes every version on
-// every copy. It does nothing and returns false when the id's versions are
+// merge of the versions plus a new own entry, so it supersedes them on
+// every copy (a version this copy never received stays concurrent with it
+// and conflicts again where they meet). It does nothing and returns false when the id's versions are
 // no longer exactly the ones whose fingerprint is given ("" skips the
 // check but still needs a conflict).
 func (tx *Tx) ResolveConflict(id, fingerprint string, res Resolution, by string) (bool, Info, error) {
@@ -120,7 +121,7 @@ func (tx *Tx) ResolveConflict(id, fingerprint string, res Resolution, by string)
 	}
 	first := versions[0]
 	ckey, cname := tx.collectionKey(first.Collection)
-	etag, cv := tx.nextWrite()
+	etag, cv := tx.nextWrite(baseOfVersions(versions))
 	lm := tx.now.UnixNano()
 	if res.Tombstone {
 		if tx.mayHaveTombstones() {

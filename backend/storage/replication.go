@@ -141,12 +141,12 @@ func (tx *Tx) autoResolve(key string, it Item, stored []Version, local localVers
 	} else if err := tx.dropConflicts(key); err != nil {
 		return false, err
 	}
-	// The result is a new local version: the database vector (which has
-	// absorbed every version) plus an entry of this copy's own, so that it
-	// supersedes the versions on copies that stored the conflict instead of
-	// resolving it. Copies that resolved alike hold identical content and
-	// merge without another entry.
-	_, cv := tx.peekWrite()
+	// The result is a new local version: the merge of every version it
+	// decided plus an entry of this copy's own, so that it supersedes the
+	// versions on copies that stored the conflict instead of resolving it.
+	// Copies that resolved alike hold identical content and merge without
+	// another entry.
+	_, cv := tx.peekWrite(baseOfVersions(versions))
 	out := Item{Type: "Put", ID: versions[0].ID, Collection: coll, ChangeVector: cv, LastModified: res.LastModified, Body: res.Body}
 	if res.Tombstone {
 		out.Type, out.Body = "Delete", nil

@@ -277,12 +277,15 @@ func (tx *Tx) delta(key, name string) *Collection {
 }
 
 // peekWrite returns the etag and vector the next local write would get,
-// without taking them; commitWrite takes them.
-func (tx *Tx) peekWrite() (int64, string) {
+// without taking them; commitWrite takes them. See nextWrite for base.
+func (tx *Tx) peekWrite(base changevector.Vector) (int64, string) {
 	etag := tx.lastEtag + 1
 	tx.pendingCV = tx.cv.WithEntry(tx.db.nodeTag, etag, tx.db.dbid)
 	tx.pendingText = tx.pendingCV.String()
-	return etag, tx.pendingText
+	if base == nil {
+		return etag, tx.pendingText
+	}
+	return etag, base.WithEntry(tx.db.nodeTag, etag, tx.db.dbid).String()
 }
 
 func (tx *Tx) commitWrite() {
@@ -290,13 +293,43 @@ func (tx *Tx) commitWrite() {
 	tx.cv, tx.cvText = tx.pendingCV, tx.pendingText
 }
 
-// nextWrite takes the next etag and derives the change vector of a local
-// write from the database vector.
-func (tx *Tx) nextWrite() (int64, string) {
-	tx.lastEtag++
-	tx.cv = tx.cv.WithEntry(tx.db.nodeTag, tx.lastEtag, tx.db.dbid)
-	tx.cvText = tx.cv.String()
-	return tx.lastEtag, tx.cvText
+// nextWrite takes the next etag and returns the change vector of a local
+// write. base is what this copy holds of the id (its document's vector, or
+// the merge of its conflict versions): the write's vector is base plus this
+// copy's new entry, so it claims to supersede only versions this copy has
+// actually stored. Without a base (an id this copy holds no version of) it
+// is the database vector plus the entry, RavenDB's rule. The database
+// vector always takes the new entry. (Deriving every write from the
+// database vector lost acknowledged writes: see DESIGN.md, "Change
+// vectors".)
+func (tx *Tx) nextWrite(base changevector.Vector) (int64, string) {
+	etag, cv := tx.peekWrite(base)
+	tx.commitWrite()
+	return etag, cv
+}
+
+// baseOf is the base (see nextWrite) of a stored version's vector text;
+// nil when it has none.
+func baseOf(cv string) changevector.Vector {
+	v, err := changevector.ParseStored(cv)
+	if err != nil || len(v) == 0 {
+		return nil
+	}
+	return v
+}
+
+// baseOfVersions merges the vectors of an id's conflict versions.
+func baseOfVersions(vs []Version) changevector.Vector {
+	var all []changevector.Vector
+	for _, v := range vs {
+		if b := baseOf(v.ChangeVector); b != nil {
+			all = append(all, b)
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	return changevector.Merge(all...)
 }
 
 type existing struct {
@@ -351,7 +384,7 @@ func (tx *Tx) Put(id string, doc document.Parsed, expected *string) (Info, error
 			expected = nil // checked against the versions
 		}
 	}
-	info, err := tx.put(id, key, known, doc, expected)
+	info, err := tx.put(id, key, known, doc, expected, baseOfVersions(resolved))
 	if err == nil {
 		err = tx.revisionAfterPut(LowerID(info.ID), info, doc.Body)
 	}
@@ -375,14 +408,14 @@ func (tx *Tx) by() string {
 // resolution log ("studio", "api", ...).
 func (tx *Tx) SetActor(who string) { tx.actor = who }
 
-func (tx *Tx) put(id, key string, known bool, doc document.Parsed, expected *string) (Info, error) {
+func (tx *Tx) put(id, key string, known bool, doc document.Parsed, expected *string, base changevector.Vector) (Info, error) {
 	ckey, cname := tx.collectionKey(doc.Collection)
 	// Fast path for a new document: try the insert first and look the
 	// document up only when the id is taken. It serves ids known to be new,
 	// "no check" and "must be new"; a concrete expected vector needs the
 	// current document first.
 	if expected == nil || *expected == "" {
-		etag, cv := tx.peekWrite()
+		etag, cv := tx.peekWrite(base)
 		res, err := tx.exec(sqlInsertNewDoc, etag, key, id, cname, cv, tx.now.UnixNano(), doc.Body)
 		if err != nil {
 			return Info{}, err
@@ -427,7 +460,10 @@ func (tx *Tx) put(id, key string, known bool, doc document.Parsed, expected *str
 			return Info{}, err
 		}
 	}
-	etag, cv := tx.nextWrite()
+	if old != nil {
+		base = baseOf(old.cv)
+	}
+	etag, cv := tx.nextWrite(base)
 	lm := tx.now.UnixNano()
 	if old != nil {
 		id = old.id                               // ids keep their first spelling
@@ -497,7 +533,7 @@ func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err 
 	}
 	if len(versions) > 0 {
 		// Deleting a conflicted id resolves it to a tombstone.
-		etag, cv := tx.nextWrite()
+		etag, cv := tx.nextWrite(baseOfVersions(versions))
 		c := versions[0]
 		ckey, cname := tx.collectionKey(c.Collection)
 		if tx.mayHaveTombstones() {
@@ -529,7 +565,7 @@ func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err 
 	if old == nil {
 		return Info{ID: id}, false, nil
 	}
-	etag, cv := tx.nextWrite()
+	etag, cv := tx.nextWrite(baseOf(old.cv))
 	lm := tx.now.UnixNano()
 	if _, err := tx.exec(sqlDeleteDoc, old.etag); err != nil {
 		return Info{}, false, err

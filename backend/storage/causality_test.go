@@ -134,7 +134,7 @@ func TestNoAcknowledgedAttachmentIsLost(t *testing.T) {
 }
 
 var (
-	lostRounds = flag.Int("lost-rounds", 8, "rounds of TestNoAcknowledgedAttachmentIsLost")
+	lostRounds = flag.Int("lost-rounds", 4, "rounds of TestNoAcknowledgedAttachmentIsLost")
 	lostSteps  = flag.Int("lost-steps", 150, "steps per round of TestNoAcknowledgedAttachmentIsLost")
 )
 

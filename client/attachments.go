@@ -276,6 +276,7 @@ type sharedBody struct {
 	r     io.Reader
 	limit int64 // the announced size, -1 unknown
 	read  int64
+	done  bool // r is exhausted
 	owner int
 	eof   func() // called (once per attempt) when r is exhausted
 }
@@ -306,20 +307,43 @@ type attemptBody struct {
 }
 
 func (a *attemptBody) Read(p []byte) (int, error) {
-	a.b.mu.Lock()
-	defer a.b.mu.Unlock()
-	if a.b.owner != a.id {
+	b := a.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.owner != a.id {
 		return 0, errStaleAttempt
 	}
-	n, err := a.b.r.Read(p)
-	if l := a.b.limit; l >= 0 && a.b.read+int64(n) > l {
-		// net/http would read on to the end to say so: stop here.
-		n, err = int(l-a.b.read), fmt.Errorf("rookery: put attachment: the reader holds more than the %d bytes announced", l)
+	if b.done {
+		return 0, io.EOF
 	}
-	a.b.read += int64(n)
-	if err == io.EOF && a.b.eof != nil {
-		a.b.eof()
-		a.b.eof = nil
+	var n int
+	var err error
+	if b.limit < 0 || b.read < b.limit {
+		if b.limit >= 0 && int64(len(p)) > b.limit-b.read {
+			p = p[:b.limit-b.read]
+		}
+		n, err = b.r.Read(p)
+		b.read += int64(n)
+	}
+	if err == nil && b.limit >= 0 && b.read == b.limit {
+		// The announced size is read. Make sure the reader holds no more
+		// before its last bytes go out: net/http finds out only after
+		// sending them, and the server would have a complete body to
+		// store.
+		var one [1]byte
+		if m, perr := io.ReadFull(b.r, one[:]); m > 0 {
+			return 0, fmt.Errorf("rookery: put attachment: the reader holds more than the %d bytes announced", b.limit)
+		} else if perr != io.EOF {
+			return 0, perr
+		}
+		err = io.EOF
+	}
+	if err == io.EOF {
+		b.done = true
+		if b.eof != nil {
+			b.eof()
+			b.eof = nil
+		}
 	}
 	return n, err
 }

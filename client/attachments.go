@@ -100,7 +100,9 @@ func attachmentQuery(docID, name string) string {
 // new change vector). size is the content's length, or -1 when unknown
 // (the body is then sent chunked); a reader shorter or longer than size
 // fails the request. The content is streamed to the server as it is read,
-// never held whole in memory; r is not closed.
+// never held whole in memory; r is not closed. The upload runs under ctx;
+// Conventions.RequestTimeout bounds only the wait for the server's answer
+// once the content is sent.
 //
 // expectedChangeVector, when not nil and not empty, is the change vector
 // the document must have (optimistic concurrency): another one fails with

@@ -516,3 +516,37 @@ func TestItemWireShapes(t *testing.T) {
 		}
 	}
 }
+
+// Counter and time-series notifications count against MaxPending like
+// the others: a subscriber that does not take them is dropped, with a
+// reason, and the feed stops wanting items once it is gone.
+func TestItemsSlowSubscriberDropped(t *testing.T) {
+	h := New(Options{MaxPending: 10, FrameInterval: time.Millisecond})
+	s := h.Subscribe("db")
+	defer s.Close()
+	if err := s.Apply("watch-all-timeseries", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	items := make([]storage.ItemChange, 11)
+	for i := range items {
+		items[i] = storage.ItemChange{Kind: storage.KindTimeSeries, Type: "Put", DocID: fmt.Sprint("d/", i), Name: "s"}
+	}
+	h.Items("db", items)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		msgs, code, reason := s.Take()
+		if reason != "" {
+			if code != CodePolicy || reason != "too slow: 11 notifications pending" || len(msgs) != 0 {
+				t.Fatalf("closed with %d %q (%d messages)", code, reason, len(msgs))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not dropped")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if h.WantsItems("db") || h.Stats().DroppedSlow != 1 {
+		t.Fatalf("after the drop: wants %v, stats %+v", h.WantsItems("db"), h.Stats())
+	}
+}

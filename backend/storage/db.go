@@ -519,16 +519,21 @@ func (db *DB) OnItemCommit(wanted func() bool, fn func([]ItemChange)) {
 	db.hooksMu.Unlock()
 }
 
-// itemsWanted asks the OnItemCommit hooks whether to record item changes.
+// itemsWanted asks the OnItemCommit hooks whether to record item changes
+// (no lock held while asking).
 func (db *DB) itemsWanted() bool {
-	db.hooksMu.RLock()
-	defer db.hooksMu.RUnlock()
-	for _, h := range db.itemHooks {
+	for _, h := range db.itemHooksCopy() {
 		if h.wanted() {
 			return true
 		}
 	}
 	return false
+}
+
+func (db *DB) itemHooksCopy() []itemHook {
+	db.hooksMu.RLock()
+	defer db.hooksMu.RUnlock()
+	return db.itemHooks[:len(db.itemHooks):len(db.itemHooks)]
 }
 
 // Write runs fn inside a merged write transaction and returns once that
@@ -639,6 +644,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 		fail(fmt.Errorf("begin transaction: %w", err))
 		return
 	}
+	wantItems := db.itemsWanted() // before mu: the mutexes are never nested
 	db.mu.RLock()
 	tx := &Tx{
 		db:       db,
@@ -651,7 +657,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 		stmts:    map[string]*sql.Stmt{},
 		idDeltas: map[string]*IDNumbers{},
 	}
-	tx.wantItems = db.itemsWanted()
+	tx.wantItems = wantItems
 	for _, c := range db.collections {
 		tx.tombstones += c.Tombstones
 	}
@@ -750,11 +756,9 @@ func (db *DB) runBatch(batch []*writeReq) {
 		db.hooksMu.RUnlock()
 	}
 	if len(tx.items) > 0 {
-		db.hooksMu.RLock()
-		for _, h := range db.itemHooks {
+		for _, h := range db.itemHooksCopy() {
 			h.fn(tx.items)
 		}
-		db.hooksMu.RUnlock()
 	}
 }
 

@@ -36,6 +36,32 @@ type OperationStatusChange struct {
 	State       OperationState `json:"State"`
 }
 
+// CounterChange is a counter of a document changed (RavenDB's
+// CounterChange): Type "Put" (a counter that was not there, or came by
+// replication), "Increment" or "Delete"; Value is the counter's total after
+// the change (0 once deleted).
+type CounterChange struct {
+	Type           string `json:"Type"`
+	Name           string `json:"Name"`
+	Value          int64  `json:"Value"`
+	DocumentID     string `json:"DocumentId"`
+	CollectionName string `json:"CollectionName"`
+	ChangeVector   string `json:"ChangeVector"`
+}
+
+// TimeSeriesChange is a time series of a document changed (RavenDB's
+// TimeSeriesChange): Type "Put" (entries appended between From and To) or
+// "Delete" (the range From to To deleted; an open end is year 1 or 9999).
+type TimeSeriesChange struct {
+	Type           string    `json:"Type"`
+	Name           string    `json:"Name"`
+	DocumentID     string    `json:"DocumentId"`
+	CollectionName string    `json:"CollectionName"`
+	ChangeVector   string    `json:"ChangeVector"`
+	From           time.Time `json:"From"`
+	To             time.Time `json:"To"`
+}
+
 // ChangesBuffer is how many notifications a subscription holds for its
 // reader; one more ends the subscription with ErrChangesTooSlow.
 const ChangesBuffer = 4096
@@ -251,6 +277,18 @@ func (c *Changes) handle(m wireMessage) {
 			return
 		}
 		v = oc
+	case "CounterChange":
+		var cc CounterChange
+		if json.Unmarshal(m.Value, &cc) != nil {
+			return
+		}
+		v = cc
+	case "TimeSeriesChange":
+		var tc TimeSeriesChange
+		if json.Unmarshal(m.Value, &tc) != nil {
+			return
+		}
+		v = tc
 	default:
 		return // the supported features, topology changes, kinds Rookery does not have
 	}
@@ -265,8 +303,9 @@ func (c *Changes) handle(m wireMessage) {
 	}
 }
 
-// send sends a command and waits for its confirmation.
-func (c *Changes) send(ctx context.Context, command string, param *string) error {
+// send sends a command and waits for its confirmation. params are the
+// two-argument commands' [document id, name].
+func (c *Changes) send(ctx context.Context, command string, param *string, params []string) error {
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -279,10 +318,11 @@ func (c *Changes) send(ctx context.Context, command string, param *string) error
 	c.pending[id] = ch
 	c.mu.Unlock()
 	b, _ := json.Marshal(struct {
-		CommandID int64   `json:"CommandId"`
-		Command   string  `json:"Command"`
-		Param     *string `json:"Param"`
-	}{id, command, param})
+		CommandID int64    `json:"CommandId"`
+		Command   string   `json:"Command"`
+		Param     *string  `json:"Param"`
+		Params    []string `json:"Params,omitempty"`
+	}{id, command, param, params})
 	if err := c.conn.Write(ctx, websocket.MessageText, b); err != nil {
 		c.mu.Lock()
 		delete(c.pending, id)
@@ -314,6 +354,7 @@ type ChangesSubscription[T any] struct {
 	filter  func(T) bool
 	unwatch string
 	param   *string
+	params  []string
 
 	mu     sync.Mutex
 	ended  bool
@@ -381,7 +422,7 @@ func (s *ChangesSubscription[T]) Close() error {
 		if open {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if e := s.c.send(ctx, s.unwatch, s.param); e != nil && !errors.Is(e, ErrChangesClosed) {
+			if e := s.c.send(ctx, s.unwatch, s.param, s.params); e != nil && !errors.Is(e, ErrChangesClosed) {
 				err = e
 			}
 		}
@@ -390,8 +431,12 @@ func (s *ChangesSubscription[T]) Close() error {
 }
 
 func subscribe[T any](ctx context.Context, c *Changes, kind, what string, param *string, filter func(T) bool) (*ChangesSubscription[T], error) {
+	return subscribeParams(ctx, c, kind, what, param, nil, filter)
+}
+
+func subscribeParams[T any](ctx context.Context, c *Changes, kind, what string, param *string, params []string, filter func(T) bool) (*ChangesSubscription[T], error) {
 	ch := make(chan T, ChangesBuffer)
-	s := &ChangesSubscription[T]{C: ch, c: c, ch: ch, kind: kind, filter: filter, unwatch: "unwatch-" + what, param: param}
+	s := &ChangesSubscription[T]{C: ch, c: c, ch: ch, kind: kind, filter: filter, unwatch: "unwatch-" + what, param: param, params: params}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -400,7 +445,7 @@ func subscribe[T any](ctx context.Context, c *Changes, kind, what string, param 
 	}
 	c.subs[s] = struct{}{}
 	c.mu.Unlock()
-	if err := c.send(ctx, "watch-"+what, param); err != nil {
+	if err := c.send(ctx, "watch-"+what, param, params); err != nil {
 		c.mu.Lock()
 		delete(c.subs, s)
 		c.mu.Unlock()
@@ -466,4 +511,67 @@ func (c *Changes) ForOperation(ctx context.Context, id int64) (*ChangesSubscript
 // ForAllOperations watches every operation of the database.
 func (c *Changes) ForAllOperations(ctx context.Context) (*ChangesSubscription[OperationStatusChange], error) {
 	return subscribe(ctx, c, "OperationStatusChange", "operations", nil, func(OperationStatusChange) bool { return true })
+}
+
+// ForAllCounters watches every counter of the database.
+func (c *Changes) ForAllCounters(ctx context.Context) (*ChangesSubscription[CounterChange], error) {
+	return subscribe(ctx, c, "CounterChange", "counters", nil, func(CounterChange) bool { return true })
+}
+
+// ForCounter watches the counters of every document with this name
+// (case-insensitive).
+func (c *Changes) ForCounter(ctx context.Context, name string) (*ChangesSubscription[CounterChange], error) {
+	if strings.TrimSpace(name) == "" {
+		return nil, errors.New("rookery: ForCounter needs a counter name")
+	}
+	return subscribe(ctx, c, "CounterChange", "counter", ptr(name), func(cc CounterChange) bool { return strings.EqualFold(cc.Name, name) })
+}
+
+// ForCountersOfDocument watches every counter of one document.
+func (c *Changes) ForCountersOfDocument(ctx context.Context, id string) (*ChangesSubscription[CounterChange], error) {
+	if strings.TrimSpace(id) == "" {
+		return nil, errors.New("rookery: ForCountersOfDocument needs a document id")
+	}
+	return subscribe(ctx, c, "CounterChange", "document-counters", ptr(id), func(cc CounterChange) bool { return strings.EqualFold(cc.DocumentID, id) })
+}
+
+// ForCounterOfDocument watches one counter of one document.
+func (c *Changes) ForCounterOfDocument(ctx context.Context, id, name string) (*ChangesSubscription[CounterChange], error) {
+	if strings.TrimSpace(id) == "" || strings.TrimSpace(name) == "" {
+		return nil, errors.New("rookery: ForCounterOfDocument needs a document id and a counter name")
+	}
+	return subscribeParams(ctx, c, "CounterChange", "document-counter", nil, []string{id, name}, func(cc CounterChange) bool {
+		return strings.EqualFold(cc.DocumentID, id) && strings.EqualFold(cc.Name, name)
+	})
+}
+
+// ForAllTimeSeries watches every time series of the database.
+func (c *Changes) ForAllTimeSeries(ctx context.Context) (*ChangesSubscription[TimeSeriesChange], error) {
+	return subscribe(ctx, c, "TimeSeriesChange", "all-timeseries", nil, func(TimeSeriesChange) bool { return true })
+}
+
+// ForTimeSeries watches the time series of every document with this name
+// (case-insensitive).
+func (c *Changes) ForTimeSeries(ctx context.Context, name string) (*ChangesSubscription[TimeSeriesChange], error) {
+	if strings.TrimSpace(name) == "" {
+		return nil, errors.New("rookery: ForTimeSeries needs a time series name")
+	}
+	return subscribe(ctx, c, "TimeSeriesChange", "timeseries", ptr(name), func(tc TimeSeriesChange) bool { return strings.EqualFold(tc.Name, name) })
+}
+
+// ForTimeSeriesOfDocument watches the time series of one document: every
+// one when name is "", else the one named.
+func (c *Changes) ForTimeSeriesOfDocument(ctx context.Context, id, name string) (*ChangesSubscription[TimeSeriesChange], error) {
+	if strings.TrimSpace(id) == "" {
+		return nil, errors.New("rookery: ForTimeSeriesOfDocument needs a document id")
+	}
+	if name == "" {
+		return subscribe(ctx, c, "TimeSeriesChange", "all-document-timeseries", ptr(id), func(tc TimeSeriesChange) bool { return strings.EqualFold(tc.DocumentID, id) })
+	}
+	if strings.TrimSpace(name) == "" {
+		return nil, errors.New("rookery: ForTimeSeriesOfDocument: a blank time series name")
+	}
+	return subscribeParams(ctx, c, "TimeSeriesChange", "document-timeseries", nil, []string{id, name}, func(tc TimeSeriesChange) bool {
+		return strings.EqualFold(tc.DocumentID, id) && strings.EqualFold(tc.Name, name)
+	})
 }

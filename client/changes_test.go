@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -251,5 +253,144 @@ func TestChangesSecured(t *testing.T) {
 	defer anon.Close()
 	if _, err := anon.Changes(ctx, ""); !errors.Is(err, ErrAuthorization) {
 		t.Fatalf("without a certificate: %v", err)
+	}
+}
+
+// Counter and time-series subscriptions: each hears what another store
+// writes, filtered by document and name as RavenDB's clients filter, and
+// nothing once closed.
+func TestChangesCountersAndTimeSeries(t *testing.T) {
+	n := testserver.Start(t)
+	store, _ := newStore(t, []string{n.URL})
+	writer := NewDocumentStore([]string{n.URL}, store.Database())
+	defer writer.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ch, err := store.Changes(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	one, err := ch.ForCounterOfDocument(ctx, "Users/1", "LIKES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	allCounters, err := ch.ForAllCounters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, err := ch.ForCounter(ctx, "views")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ofDoc, err := ch.ForCountersOfDocument(ctx, "users/2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	series, err := ch.ForTimeSeriesOfDocument(ctx, "users/1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seriesNamed, err := ch.ForTimeSeriesOfDocument(ctx, "users/1", "steps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	allSeries, err := ch.ForAllTimeSeries(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName, err := ch.ForTimeSeries(ctx, "HEARTRATE")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s := writer.OpenSession()
+	for _, id := range []string{"users/1", "users/2"} {
+		if err := s.StoreWithID(&User{Name: id}, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SaveChanges(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.IncrementCounter(ctx, "users/1", "Likes", 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.IncrementCounter(ctx, "users/2", "Views", 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.IncrementCounter(ctx, "users/1", "likes", 1); err != nil {
+		t.Fatal(err)
+	}
+	if c := recv(t, one, "ForCounterOfDocument"); c.Type != "Put" || c.Name != "Likes" || c.Value != 5 || c.DocumentID != "users/1" ||
+		c.CollectionName != "Users" || !strings.HasPrefix(c.ChangeVector, "A:") {
+		t.Fatalf("ForCounterOfDocument got %+v", c)
+	}
+	if c := recv(t, one, "ForCounterOfDocument"); c.Type != "Increment" || c.Value != 6 {
+		t.Fatalf("ForCounterOfDocument got %+v", c)
+	}
+	none(t, one, "ForCounterOfDocument (users/2)")
+	var got []string
+	for range 3 {
+		c := recv(t, allCounters, "ForAllCounters")
+		got = append(got, fmt.Sprintf("%s/%s=%d", c.DocumentID, c.Name, c.Value))
+	}
+	if strings.Join(got, " ") != "users/1/Likes=5 users/2/Views=2 users/1/Likes=6" {
+		t.Fatalf("ForAllCounters got %v", got)
+	}
+	if c := recv(t, named, "ForCounter"); c.DocumentID != "users/2" || c.Name != "Views" {
+		t.Fatalf("ForCounter got %+v", c)
+	}
+	if c := recv(t, ofDoc, "ForCountersOfDocument"); c.DocumentID != "users/2" || c.Value != 2 {
+		t.Fatalf("ForCountersOfDocument got %+v", c)
+	}
+	none(t, named, "ForCounter (likes)")
+
+	at := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
+	if err := writer.TimeSeriesAppend(ctx, "users/1", "HeartRate", TimeSeriesEntry{Timestamp: at, Values: []float64{70}},
+		TimeSeriesEntry{Timestamp: at.Add(time.Minute), Values: []float64{71}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.TimeSeriesAppend(ctx, "users/2", "HeartRate", TimeSeriesEntry{Timestamp: at, Values: []float64{60}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.TimeSeriesDelete(ctx, "users/1", "HeartRate", at, at); err != nil {
+		t.Fatal(err)
+	}
+	if c := recv(t, series, "ForTimeSeriesOfDocument"); c.Type != "Put" || c.Name != "HeartRate" || c.DocumentID != "users/1" ||
+		c.CollectionName != "Users" || !c.From.Equal(at) || !c.To.Equal(at.Add(time.Minute)) || c.ChangeVector == "" {
+		t.Fatalf("ForTimeSeriesOfDocument got %+v", c)
+	}
+	if c := recv(t, series, "ForTimeSeriesOfDocument"); c.Type != "Delete" || !c.From.Equal(at) || !c.To.Equal(at) {
+		t.Fatalf("ForTimeSeriesOfDocument got %+v", c)
+	}
+	none(t, seriesNamed, "ForTimeSeriesOfDocument (steps)")
+	for _, want := range []string{"Put users/1", "Put users/2", "Delete users/1"} {
+		if c := recv(t, allSeries, "ForAllTimeSeries"); c.Type+" "+c.DocumentID != want {
+			t.Fatalf("ForAllTimeSeries got %+v, want %s", c, want)
+		}
+		if c := recv(t, byName, "ForTimeSeries"); c.Type+" "+c.DocumentID != want {
+			t.Fatalf("ForTimeSeries got %+v, want %s", c, want)
+		}
+	}
+
+	// Closed (unwatched on the server): nothing more.
+	if err := one.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := series.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.IncrementCounter(ctx, "users/1", "Likes", 1); err != nil {
+		t.Fatal(err)
+	}
+	if c := recv(t, allCounters, "ForAllCounters"); c.Value != 7 {
+		t.Fatalf("ForAllCounters got %+v", c)
+	}
+	if _, ok := <-one.C; ok {
+		t.Fatal("a closed subscription delivered")
+	}
+	if _, err := ch.ForCounterOfDocument(ctx, "users/1", " "); err == nil {
+		t.Fatal("a blank counter name was accepted")
 	}
 }

@@ -350,3 +350,101 @@ func TestChangesBatchesFrames(t *testing.T) {
 		t.Fatalf("3000 notifications of one commit came in %d frames", n)
 	}
 }
+
+// Counters and time series written through the HTTP API reach the sockets
+// that watch them, in RavenDB's shapes: a counter of a document by name
+// (Params [id, name]), every counter, and the series of a document.
+func TestChangesCountersAndTimeSeries(t *testing.T) {
+	srv, base := startNode(t)
+	createDB(t, base, "shop")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := dialChanges(t, ctx, wsURL(base, "shop"), nil, true)
+	c.next() // the supported features
+	raw := func(id int, command string, params []string) {
+		b, _ := json.Marshal(map[string]any{"CommandId": id, "Command": command, "Param": nil, "Params": params})
+		if err := c.conn.Write(ctx, websocket.MessageText, b); err != nil {
+			t.Fatal(err)
+		}
+		if m := c.next(); m["Type"] != "Confirm" || m["CommandId"] != float64(id) {
+			t.Fatalf("confirmation %v", m)
+		}
+	}
+	raw(1, "watch-document-counter", []string{"users/1", "likes"})
+	c.send(2, "watch-all-document-timeseries", "USERS/1")
+	if m := c.next(); m["Type"] != "Confirm" {
+		t.Fatalf("confirmation %v", m)
+	}
+	all := dialChanges(t, ctx, wsURL(base, "shop"), nil, true)
+	all.next()
+	all.send(1, "watch-counters", nil)
+	all.next()
+
+	post(t, base+"/databases/shop/bulk_docs", `{"Commands":[{"Id":"Users/1","Type":"PUT","Document":{"@metadata":{"@collection":"Users"}}}]}`)
+	db, err := srv.Catalog().Get("shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbid := db.DatabaseID()
+	counters := func(body string) int64 {
+		req, _ := http.NewRequest("POST", base+"/databases/shop/counters", strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("counters: %v %v", err, resp)
+		}
+		defer resp.Body.Close()
+		var out struct{ Counters []struct{ Etag int64 } }
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out.Counters) != 1 {
+			t.Fatalf("counters reply %+v %v", out, err)
+		}
+		return out.Counters[0].Etag
+	}
+	// Another counter of the document: only the socket of every counter
+	// hears it.
+	views := counters(`{"Documents":[{"DocumentId":"users/1","Operations":[{"Type":"Increment","CounterName":"Views","Delta":3}]}]}`)
+	etag := counters(`{"Documents":[{"DocumentId":"users/1","Operations":[{"Type":"Increment","CounterName":"Likes","Delta":5}]}]}`)
+	counterMsg := func(name string, value, etag int64, typ string) string {
+		return fmt.Sprintf(`{"Type":"CounterChange","Value":{"Name":%q,"Value":%d,"DocumentId":"Users/1","CollectionName":"Users","ChangeVector":"A:%d-%s","Type":%q}}`,
+			name, value, etag, dbid, typ)
+	}
+	exact := func(c *changesConn, want string) {
+		t.Helper()
+		got, _ := json.Marshal(c.next())
+		// json.Marshal of a map sorts the keys: compare in that form.
+		var w map[string]any
+		if err := json.Unmarshal([]byte(want), &w); err != nil {
+			t.Fatal(err)
+		}
+		wb, _ := json.Marshal(w)
+		if string(got) != string(wb) {
+			t.Fatalf("got  %s\nwant %s", got, wb)
+		}
+	}
+	exact(c, counterMsg("Likes", 5, etag, "Put"))
+	exact(all, counterMsg("Views", 3, views, "Put"))
+	exact(all, counterMsg("Likes", 5, etag, "Put"))
+	etag = counters(`{"Documents":[{"DocumentId":"users/1","Operations":[{"Type":"Increment","CounterName":"likes","Delta":-2}]}]}`)
+	exact(c, counterMsg("Likes", 3, etag, "Increment"))
+	exact(all, counterMsg("Likes", 3, etag, "Increment"))
+
+	post(t, base+"/databases/shop/timeseries?docId=users/1", `{"Name":"HeartRate","Appends":[
+		{"Timestamp":"2024-05-01T10:00:00.0000000Z","Values":[70]},{"Timestamp":"2024-05-01T10:00:30.5000000Z","Values":[72]}]}`)
+	// The series appeared: the document was put after the entries.
+	exact(c, fmt.Sprintf(`{"Type":"TimeSeriesChange","Value":{"Name":"HeartRate","DocumentId":"Users/1","CollectionName":"Users","ChangeVector":"A:%d-%s",`+
+		`"From":"2024-05-01T10:00:00.0000000Z","To":"2024-05-01T10:00:30.5000000Z","Type":"Put"}}`, db.LastEtag()-1, dbid))
+	post(t, base+"/databases/shop/timeseries?docId=users/1", `{"Name":"HeartRate","Deletes":[{"From":"2024-05-01T09:00:00Z","To":null}]}`)
+	exact(c, fmt.Sprintf(`{"Type":"TimeSeriesChange","Value":{"Name":"HeartRate","DocumentId":"Users/1","CollectionName":"Users","ChangeVector":"A:%d-%s",`+
+		`"From":"2024-05-01T09:00:00.0000000Z","To":"9999-12-31T23:59:59.9999999Z","Type":"Delete"}}`, db.LastEtag()-1, dbid))
+
+	// Unwatched: nothing more.
+	raw(3, "unwatch-document-counter", []string{"USERS/1", "LIKES"})
+	counters(`{"Documents":[{"DocumentId":"users/1","Operations":[{"Type":"Increment","CounterName":"Likes"}]}]}`)
+	if m := all.next(); m["Type"] != "CounterChange" {
+		t.Fatalf("the other socket: %v", m)
+	}
+	select {
+	case m := <-c.msgs:
+		t.Fatalf("unwatched, yet got %v", m)
+	case <-time.After(300 * time.Millisecond):
+	}
+}

@@ -609,6 +609,7 @@ func (s *Server) watchDB(db *storage.DB) {
 	db.SetRevisionsSource(func() []byte { return s.cluster.Setting(name, storage.RevisionsSettingKey) })
 	s.commitLog(db)
 	db.OnCommit(func(ch []storage.Change) { s.changes.Documents(name, ch) })
+	db.OnItemCommit(func() bool { return s.changes.WantsItems(name) }, func(it []storage.ItemChange) { s.changes.Items(name, it) })
 	db.OnCommit(func([]storage.Change) {
 		s.subs.Notify(name)
 		s.hub.Notify(name)

@@ -1,12 +1,13 @@
 // Package changes is the engine of the Changes API (RavenDB's
 // /databases/{db}/changes websocket): subscribers per database, their
-// filters (watch-doc, watch-prefix, watch-collection, …), and the fan-out of
-// document, index and operation notifications to them. It knows no HTTP:
+// filters (watch-doc, watch-prefix, watch-collection, watch-counter, …), and
+// the fan-out of document, counter, time-series, index and operation
+// notifications to them. It knows no HTTP:
 // the web layer reads a subscriber's commands from its socket, applies them
 // here, and writes what Take hands it.
 //
-// The publishers (the storage commit hook, the index writers, the operation
-// registry) only append to their database's pending list and flip a
+// The publishers (the storage commit hooks, the index writers, the
+// operation registry) only append to their database's pending list and flip a
 // one-slot channel: they never wait for a subscriber. One dispatcher
 // goroutine per database with subscribers filters and encodes the pending
 // notifications, at most once per FrameInterval while they keep coming (the
@@ -123,15 +124,18 @@ const (
 	kindDocs kind = iota
 	kindIndex
 	kindOp
+	kindItems // counters and time series
 )
 
-// item is what a publisher appended: a commit's document changes, or one
-// index or operation notification.
+// item is what a publisher appended: a commit's document changes, a
+// commit's counter and time-series changes, or one index or operation
+// notification.
 type item struct {
-	kind kind
-	docs []storage.Change
-	ix   IndexChange
-	op   OperationChange
+	kind  kind
+	docs  []storage.Change
+	items []storage.ItemChange
+	ix    IndexChange
+	op    OperationChange
 }
 
 // feed is one database's subscribers and pending notifications.
@@ -145,6 +149,10 @@ type feed struct {
 	subs    []*Sub
 	wake    chan struct{}
 	stop    chan struct{}
+
+	// itemWatches counts the counter and time-series watches of the
+	// subscribers: storage records those changes only while it is above 0.
+	itemWatches atomic.Int64
 }
 
 func (h *Hub) feed(db string) *feed {
@@ -162,6 +170,25 @@ func (h *Hub) Documents(db string, changes []storage.Change) {
 	if f := h.feed(db); f != nil {
 		f.publish(item{kind: kindDocs, docs: changes}, len(changes))
 	}
+}
+
+// Items publishes a commit's counter and time-series changes (the storage
+// item hook), as Documents does. items must not be modified afterwards.
+func (h *Hub) Items(db string, items []storage.ItemChange) {
+	if len(items) == 0 {
+		return
+	}
+	if f := h.feed(db); f != nil {
+		f.publish(item{kind: kindItems, items: items}, len(items))
+	}
+}
+
+// WantsItems tells whether a subscriber of db watches counters or time
+// series (storage asks as each transaction begins; one atomic load and a
+// map lookup).
+func (h *Hub) WantsItems(db string) bool {
+	f := h.feed(db)
+	return f != nil && f.itemWatches.Load() > 0
 }
 
 // Index publishes an index notification.
@@ -239,10 +266,11 @@ func (f *feed) run() {
 type note struct {
 	kind     kind
 	doc      *storage.Change
+	item     *storage.ItemChange
 	ix       *IndexChange
 	op       *OperationChange
 	id, coll string // lower-cased
-	name     string // lower-cased index name
+	name     string // lower-cased index, counter or series name
 	enc      []byte
 	encErr   bool
 	lowered  bool
@@ -256,6 +284,8 @@ func (n *note) lower() {
 	switch n.kind {
 	case kindDocs:
 		n.id, n.coll = strings.ToLower(n.doc.ID), strings.ToLower(n.doc.Collection)
+	case kindItems:
+		n.id, n.name = strings.ToLower(n.item.DocID), strings.ToLower(n.item.Name)
 	case kindIndex:
 		n.name = strings.ToLower(n.ix.Name)
 	}
@@ -269,6 +299,15 @@ func (n *note) encode() []byte {
 	switch n.kind {
 	case kindDocs:
 		v = wireMsg{Type: "DocumentChange", Value: wireDoc{Type: n.doc.Type, ID: n.doc.ID, CollectionName: n.doc.Collection, ChangeVector: n.doc.ChangeVector}}
+	case kindItems:
+		it := n.item
+		if it.Kind == storage.KindCounters {
+			v = wireMsg{Type: "CounterChange", Value: wireCounter{Name: it.Name, Value: it.Value, DocumentID: it.DocID,
+				CollectionName: it.Collection, ChangeVector: it.ChangeVector, Type: it.Type}}
+		} else {
+			v = wireMsg{Type: "TimeSeriesChange", Value: wireSeries{Name: it.Name, DocumentID: it.DocID, CollectionName: it.Collection,
+				ChangeVector: it.ChangeVector, From: wireDate(it.From), To: wireDate(it.To), Type: it.Type}}
+		}
 	case kindIndex:
 		v = wireMsg{Type: "IndexChange", Value: wireIndex{Type: n.ix.Type, Name: n.ix.Name, Etag: n.ix.Etag}}
 	default:
@@ -295,6 +334,45 @@ type wireDoc struct {
 	ChangeVector   string
 }
 
+type wireCounter struct {
+	Name           string
+	Value          int64
+	DocumentID     string `json:"DocumentId"`
+	CollectionName string
+	ChangeVector   string
+	Type           string
+}
+
+type wireSeries struct {
+	Name           string
+	DocumentID     string `json:"DocumentId"`
+	CollectionName string
+	ChangeVector   string
+	From, To       string
+	Type           string
+}
+
+// Dates of a TimeSeriesChange as RavenDB writes them (UTC, 7 fraction
+// digits); an open end, or one outside years 1 to 9999, is DateTime's
+// MinValue or MaxValue.
+const (
+	seriesMinDate = "0001-01-01T00:00:00.0000000Z"
+	seriesMaxDate = "9999-12-31T23:59:59.9999999Z"
+	seriesFormat  = "2006-01-02T15:04:05.0000000Z"
+	minSeriesMs   = -62135596800000 // 0001-01-01T00:00:00Z
+	maxSeriesMs   = 253402300799999 // 9999-12-31T23:59:59.999Z
+)
+
+func wireDate(ms int64) string {
+	switch {
+	case ms < minSeriesMs:
+		return seriesMinDate
+	case ms > maxSeriesMs:
+		return seriesMaxDate
+	}
+	return time.UnixMilli(ms).UTC().Format(seriesFormat)
+}
+
 type wireIndex struct {
 	Type string
 	Name string
@@ -314,6 +392,10 @@ func (f *feed) dispatch(items []item, subs []*Sub) {
 		case kindDocs:
 			for j := range it.docs {
 				notes = append(notes, note{kind: kindDocs, doc: &it.docs[j]})
+			}
+		case kindItems:
+			for j := range it.items {
+				notes = append(notes, note{kind: kindItems, item: &it.items[j]})
 			}
 		case kindIndex:
 			notes = append(notes, note{kind: kindIndex, ix: &it.ix})
@@ -380,6 +462,13 @@ type Sub struct {
 	indexes     map[string]int
 	allOps      int
 	ops         map[int64]int
+
+	// Counters and time series: all, by name, by document, by both.
+	allCounters, allSeries      int
+	counters, series            map[string]int
+	docCounters, docSeries      map[string]int
+	docCounter, docSeriesByName map[[2]string]int
+	itemWatches                 int // the sum of the above, added to the feed's
 }
 
 // Subscribe registers a subscriber of database db. The caller must Close
@@ -401,7 +490,9 @@ func (h *Hub) Subscribe(db string) *Sub {
 		go f.run()
 	}
 	s := &Sub{hub: h, feed: f, ready: make(chan struct{}, 1), docs: map[string]int{}, prefixes: map[string]int{},
-		collections: map[string]int{}, indexes: map[string]int{}, ops: map[int64]int{}}
+		collections: map[string]int{}, indexes: map[string]int{}, ops: map[int64]int{},
+		counters: map[string]int{}, series: map[string]int{}, docCounters: map[string]int{}, docSeries: map[string]int{},
+		docCounter: map[[2]string]int{}, docSeriesByName: map[[2]string]int{}}
 	f.mu.Lock()
 	f.subs = append(append([]*Sub(nil), f.subs...), s) // copied: dispatchers hold the old slice
 	f.mu.Unlock()
@@ -425,6 +516,10 @@ func (h *Hub) remove(s *Sub) {
 	f.subs = subs
 	empty := len(subs) == 0
 	f.mu.Unlock()
+	s.mu.Lock() // closed: Apply no longer changes itemWatches
+	f.itemWatches.Add(-int64(s.itemWatches))
+	s.itemWatches = 0
+	s.mu.Unlock()
 	h.connections.Add(-1)
 	if !empty {
 		return
@@ -583,9 +678,11 @@ func (e *CommandError) Error() string { return e.Msg }
 func cmdErr(format string, a ...any) error { return &CommandError{Msg: fmt.Sprintf(format, a...)} }
 
 // Apply runs one client command (watch-doc, unwatch-doc, watch-docs, …).
-// Commands of features Rookery does not have (counters, time series,
-// topology changes, aggressive caching) are accepted and never fire, as a
-// RavenDB server with none of them would.
+// The two-argument ones (watch-document-counter, watch-document-timeseries)
+// take params [document id, name]. Commands of features Rookery does not
+// have (topology changes, aggressive caching) are accepted and never fire,
+// as a RavenDB server with none of them would. A closed subscriber accepts
+// everything and changes nothing.
 func (s *Sub) Apply(command string, param *string, params []string) error {
 	p := ""
 	if param != nil {
@@ -602,6 +699,9 @@ func (s *Sub) Apply(command string, param *string, params []string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
 	if watch && s.watches >= s.hub.opts.MaxWatches {
 		return cmdErr("too many watches on one connection (at most %d)", s.hub.opts.MaxWatches)
 	}
@@ -643,9 +743,38 @@ func (s *Sub) Apply(command string, param *string, params []string) error {
 			return cmdErr("Unable to parse operation id '%s' of %s", p, command)
 		}
 		bump(s.ops, id, delta)
-	case "counters", "counter", "document-counters", "document-counter",
-		"all-timeseries", "timeseries", "all-document-timeseries", "document-timeseries",
-		"topology-change", "aggressive-caching":
+	case "counters", "all-timeseries":
+		all := &s.allCounters
+		if name == "all-timeseries" {
+			all = &s.allSeries
+		}
+		old := *all
+		*all = max(0, old+delta)
+		s.addItemWatches(*all - old)
+	case "counter", "document-counters", "timeseries", "all-document-timeseries":
+		if err := needParam(name, p); err != nil {
+			return err
+		}
+		m := s.counters
+		switch name {
+		case "document-counters":
+			m = s.docCounters
+		case "timeseries":
+			m = s.series
+		case "all-document-timeseries":
+			m = s.docSeries
+		}
+		s.addItemWatches(bump(m, strings.ToLower(p), delta))
+	case "document-counter", "document-timeseries":
+		if len(params) != 2 || strings.TrimSpace(params[0]) == "" || strings.TrimSpace(params[1]) == "" {
+			return cmdErr("%s needs Params [document id, name]", command)
+		}
+		m := s.docCounter
+		if name == "document-timeseries" {
+			m = s.docSeriesByName
+		}
+		s.addItemWatches(bump(m, [2]string{strings.ToLower(params[0]), strings.ToLower(params[1])}, delta))
+	case "topology-change", "aggressive-caching":
 		counted = false // nothing to watch in Rookery
 	default:
 		return cmdErr("Command argument is not valid: '%s'", command)
@@ -663,11 +792,24 @@ func needParam(cmd, p string) error {
 	return nil
 }
 
-func bump[K comparable](m map[K]int, k K, delta int) {
-	if v := m[k] + delta; v > 0 {
+// bump counts a watch of k up or down (never below 0) and returns by how
+// much it moved.
+func bump[K comparable](m map[K]int, k K, delta int) int {
+	old := m[k]
+	if v := old + delta; v > 0 {
 		m[k] = v
-	} else {
-		delete(m, k)
+		return v - old
+	}
+	delete(m, k)
+	return -old
+}
+
+// addItemWatches moves the counter and time-series watches of s, and of
+// its feed (s.mu held, s not closed).
+func (s *Sub) addItemWatches(d int) {
+	if d != 0 {
+		s.itemWatches += d
+		s.feed.itemWatches.Add(int64(d))
 	}
 }
 
@@ -691,6 +833,19 @@ func (s *Sub) wantsLocked(n *note) bool {
 			}
 		}
 		return false
+	case kindItems:
+		all, byName, byDoc, byBoth := s.allCounters, s.counters, s.docCounters, s.docCounter
+		if n.item.Kind != storage.KindCounters {
+			all, byName, byDoc, byBoth = s.allSeries, s.series, s.docSeries, s.docSeriesByName
+		}
+		if all > 0 {
+			return true
+		}
+		if len(byName) == 0 && len(byDoc) == 0 && len(byBoth) == 0 {
+			return false
+		}
+		n.lower()
+		return byName[n.name] > 0 || byDoc[n.id] > 0 || byBoth[[2]string{n.id, n.name}] > 0
 	case kindIndex:
 		if s.allIndexes > 0 {
 			return true

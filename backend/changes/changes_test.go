@@ -176,8 +176,22 @@ func TestBadCommands(t *testing.T) {
 			t.Errorf("%s %v: accepted", c.cmd, c.param)
 		}
 	}
-	// Features Rookery lacks are accepted (and never fire).
-	for _, c := range []string{"watch-counters", "watch-topology-change", "watch-all-timeseries", "unwatch-counters"} {
+	// Counter and time-series watches need their parameters.
+	for _, c := range []struct {
+		cmd    string
+		param  *string
+		params []string
+	}{{"watch-counter", nil, nil}, {"watch-document-counters", str(" "), nil}, {"watch-timeseries", nil, nil},
+		{"watch-all-document-timeseries", nil, nil}, {"watch-document-counter", str("d/1"), nil},
+		{"watch-document-counter", nil, []string{"d/1"}}, {"watch-document-timeseries", nil, []string{"d/1", ""}},
+		{"unwatch-document-timeseries", nil, []string{"d/1", "x", "y"}}} {
+		if err := s.Apply(c.cmd, c.param, c.params); err == nil {
+			t.Errorf("%s %v %v: accepted", c.cmd, c.param, c.params)
+		}
+	}
+	// Features Rookery lacks are accepted (and never fire); they do not
+	// count against MaxWatches.
+	for _, c := range []string{"watch-topology-change", "watch-aggressive-caching", "unwatch-topology-change"} {
 		if err := s.Apply(c, str(""), nil); err != nil {
 			t.Errorf("%s: %v", c, err)
 		}
@@ -334,5 +348,205 @@ func TestPacing(t *testing.T) {
 	el := time.Since(start)
 	if limit := int(el/(50*time.Millisecond)) + 2; frames > limit {
 		t.Fatalf("%d frames in %v (at most %d)", frames, el, limit)
+	}
+}
+
+// itemKeys names counter and time-series notifications
+// "Type:Value.Type:DocumentId/Name".
+func itemKeys(msgs []map[string]any) []string {
+	var out []string
+	for _, m := range msgs {
+		v, _ := m["Value"].(map[string]any)
+		out = append(out, fmt.Sprintf("%v:%v:%v/%v", m["Type"], v["Type"], v["DocumentId"], v["Name"]))
+	}
+	return out
+}
+
+func publishItems(h *Hub, db string) {
+	h.Items(db, []storage.ItemChange{
+		{Kind: storage.KindCounters, Type: "Put", DocID: "users/1", Collection: "Users", Name: "Likes", Value: 1},
+		{Kind: storage.KindCounters, Type: "Increment", DocID: "users/1", Collection: "Users", Name: "Views", Value: 5},
+		{Kind: storage.KindCounters, Type: "Increment", DocID: "users/2", Collection: "Users", Name: "likes", Value: 2},
+		{Kind: storage.KindTimeSeries, Type: "Put", DocID: "users/1", Collection: "Users", Name: "HeartRate", From: 0, To: 0},
+		{Kind: storage.KindTimeSeries, Type: "Put", DocID: "users/2", Collection: "Users", Name: "heartrate", From: 0, To: 0},
+	})
+	// A document change is not a counter's (nor the reverse).
+	h.Documents(db, []storage.Change{{Type: "Put", ID: "users/1", Collection: "Users"}})
+	h.Items(db, []storage.ItemChange{
+		{Kind: storage.KindTimeSeries, Type: "Delete", DocID: "Users/1", Collection: "Users", Name: "Steps", From: storage.TSMin, To: storage.TSMax},
+		{Kind: storage.KindCounters, Type: "Delete", DocID: "USERS/1", Collection: "Users", Name: "LIKES"},
+	})
+}
+
+// Each counter and time-series watch gets exactly its notifications (ids
+// and names case-insensitive), and nothing once unwatched.
+func TestItemFilters(t *testing.T) {
+	h := New(Options{FrameInterval: time.Millisecond})
+	cases := []struct {
+		cmd    string
+		param  string
+		params []string
+		want   []string
+	}{
+		{"watch-counters", "", nil, []string{"CounterChange:Put:users/1/Likes", "CounterChange:Increment:users/1/Views",
+			"CounterChange:Increment:users/2/likes", "CounterChange:Delete:USERS/1/LIKES"}},
+		{"watch-counter", "LIKES", nil, []string{"CounterChange:Put:users/1/Likes", "CounterChange:Increment:users/2/likes",
+			"CounterChange:Delete:USERS/1/LIKES"}},
+		{"watch-document-counters", "Users/1", nil, []string{"CounterChange:Put:users/1/Likes", "CounterChange:Increment:users/1/Views",
+			"CounterChange:Delete:USERS/1/LIKES"}},
+		{"watch-document-counter", "", []string{"users/1", "likes"}, []string{"CounterChange:Put:users/1/Likes", "CounterChange:Delete:USERS/1/LIKES"}},
+		{"watch-all-timeseries", "", nil, []string{"TimeSeriesChange:Put:users/1/HeartRate", "TimeSeriesChange:Put:users/2/heartrate",
+			"TimeSeriesChange:Delete:Users/1/Steps"}},
+		{"watch-timeseries", "HEARTRATE", nil, []string{"TimeSeriesChange:Put:users/1/HeartRate", "TimeSeriesChange:Put:users/2/heartrate"}},
+		{"watch-all-document-timeseries", "users/1", nil, []string{"TimeSeriesChange:Put:users/1/HeartRate", "TimeSeriesChange:Delete:Users/1/Steps"}},
+		{"watch-document-timeseries", "", []string{"USERS/2", "heartRate"}, []string{"TimeSeriesChange:Put:users/2/heartrate"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.cmd, func(t *testing.T) {
+			s := h.Subscribe("Shop")
+			defer s.Close()
+			var p *string
+			if tc.param != "" {
+				p = str(tc.param)
+			}
+			if h.WantsItems("shop") {
+				t.Fatal("items wanted before any counter or time-series watch")
+			}
+			if err := s.Apply(tc.cmd, p, tc.params); err != nil {
+				t.Fatal(err)
+			}
+			if !h.WantsItems("SHOP") || h.WantsItems("other") {
+				t.Fatal("WantsItems does not follow the watch")
+			}
+			other := h.Subscribe("other")
+			defer other.Close()
+			publishItems(h, "other")
+			publishItems(h, "shop")
+			var got []string
+			for len(got) < len(tc.want) {
+				got = append(got, itemKeys(next(t, s))...)
+			}
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			quiet(t, s)
+			if err := s.Apply(strings.Replace(tc.cmd, "watch-", "unwatch-", 1), p, tc.params); err != nil {
+				t.Fatal(err)
+			}
+			if h.WantsItems("shop") {
+				t.Fatal("items still wanted after the unwatch")
+			}
+			publishItems(h, "shop")
+			quiet(t, s)
+		})
+	}
+}
+
+// WantsItems counts the watches of every subscriber: twice the same watch
+// needs two unwatches, an extra unwatch does not go below zero, and a
+// subscriber that goes away takes its watches along.
+func TestWantsItemsCounting(t *testing.T) {
+	h := New(Options{FrameInterval: time.Millisecond})
+	a, b := h.Subscribe("db"), h.Subscribe("db")
+	defer b.Close()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(a.Apply("unwatch-counters", nil, nil))
+	if h.WantsItems("db") {
+		t.Fatal("an unwatch made a watch")
+	}
+	must(a.Apply("watch-counters", nil, nil))
+	must(a.Apply("watch-counters", nil, nil))
+	must(a.Apply("unwatch-counters", nil, nil))
+	if !h.WantsItems("db") {
+		t.Fatal("one of two watches left, yet not wanted")
+	}
+	must(b.Apply("watch-document-timeseries", nil, []string{"d/1", "s"}))
+	must(a.Apply("unwatch-counters", nil, nil))
+	if !h.WantsItems("db") {
+		t.Fatal("b's watch forgotten")
+	}
+	must(a.Apply("watch-timeseries", str("s"), nil))
+	a.Close()
+	must(a.Apply("watch-counters", nil, nil)) // closed: changes nothing
+	must(b.Apply("unwatch-document-timeseries", nil, []string{"D/1", "S"}))
+	if h.WantsItems("db") {
+		t.Fatal("wanted after every watch went away")
+	}
+}
+
+func TestItemWireShapes(t *testing.T) {
+	h := New(Options{FrameInterval: time.Millisecond})
+	s := h.Subscribe("db")
+	defer s.Close()
+	for _, c := range []string{"watch-counters", "watch-all-timeseries"} {
+		if err := s.Apply(c, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.Items("db", []storage.ItemChange{
+		{Kind: storage.KindCounters, Type: "Increment", DocID: "users/1", Collection: "Users", Name: "Likes", Value: 42, ChangeVector: "A:7-abc, B:3-def"},
+		{Kind: storage.KindTimeSeries, Type: "Put", DocID: "users/1", Collection: "Users", Name: "HeartRate", ChangeVector: "A:8-abc",
+			From: 1700000000123, To: 1700000060000},
+		{Kind: storage.KindTimeSeries, Type: "Delete", DocID: "users/1", Collection: "Users", Name: "HeartRate", ChangeVector: "A:9-abc",
+			From: storage.TSMin, To: storage.TSMax},
+		{Kind: storage.KindCounters, Type: "Delete", DocID: "users/1", Collection: "Users", Name: "Likes", ChangeVector: "A:10-abc"},
+	})
+	var raw []string
+	for len(raw) < 4 {
+		<-s.Ready()
+		msgs, _, _ := s.Take()
+		for _, m := range msgs {
+			raw = append(raw, string(m))
+		}
+	}
+	want := []string{
+		`{"Type":"CounterChange","Value":{"Name":"Likes","Value":42,"DocumentId":"users/1","CollectionName":"Users","ChangeVector":"A:7-abc, B:3-def","Type":"Increment"}}`,
+		`{"Type":"TimeSeriesChange","Value":{"Name":"HeartRate","DocumentId":"users/1","CollectionName":"Users","ChangeVector":"A:8-abc","From":"2023-11-14T22:13:20.1230000Z","To":"2023-11-14T22:14:20.0000000Z","Type":"Put"}}`,
+		`{"Type":"TimeSeriesChange","Value":{"Name":"HeartRate","DocumentId":"users/1","CollectionName":"Users","ChangeVector":"A:9-abc","From":"0001-01-01T00:00:00.0000000Z","To":"9999-12-31T23:59:59.9999999Z","Type":"Delete"}}`,
+		`{"Type":"CounterChange","Value":{"Name":"Likes","Value":0,"DocumentId":"users/1","CollectionName":"Users","ChangeVector":"A:10-abc","Type":"Delete"}}`,
+	}
+	for i := range want {
+		if raw[i] != want[i] {
+			t.Errorf("message %d:\n got %s\nwant %s", i, raw[i], want[i])
+		}
+	}
+}
+
+// Counter and time-series notifications count against MaxPending like
+// the others: a subscriber that does not take them is dropped, with a
+// reason, and the feed stops wanting items once it is gone.
+func TestItemsSlowSubscriberDropped(t *testing.T) {
+	h := New(Options{MaxPending: 10, FrameInterval: time.Millisecond})
+	s := h.Subscribe("db")
+	defer s.Close()
+	if err := s.Apply("watch-all-timeseries", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	items := make([]storage.ItemChange, 11)
+	for i := range items {
+		items[i] = storage.ItemChange{Kind: storage.KindTimeSeries, Type: "Put", DocID: fmt.Sprint("d/", i), Name: "s"}
+	}
+	h.Items("db", items)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		msgs, code, reason := s.Take()
+		if reason != "" {
+			if code != CodePolicy || reason != "too slow: 11 notifications pending" || len(msgs) != 0 {
+				t.Fatalf("closed with %d %q (%d messages)", code, reason, len(msgs))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not dropped")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if h.WantsItems("db") || h.Stats().DroppedSlow != 1 {
+		t.Fatalf("after the drop: wants %v, stats %+v", h.WantsItems("db"), h.Stats())
 	}
 }

@@ -214,6 +214,7 @@ func (tx *Tx) IncrementCounter(docID, name string, delta int64) (Counter, error)
 	if !r.exists {
 		r.docID, r.name = doc.id, name
 	}
+	_, wasLive := sumParts(r.parts)
 	etag := tx.lastEtag + 1
 	own := -1
 	for i, p := range r.parts {
@@ -243,6 +244,13 @@ func (tx *Tx) IncrementCounter(docID, name string, delta int64) (Counter, error)
 		return Counter{}, err
 	}
 	tx.lastEtag = etag
+	if tx.wantItems {
+		typ := "Increment"
+		if !wasLive {
+			typ = "Put"
+		}
+		tx.noteCounter(typ, c, doc.collection)
+	}
 	return c, nil
 }
 
@@ -267,10 +275,19 @@ func (tx *Tx) DeleteCounter(docID, name string) (deleted bool, err error) {
 		r.parts[i].Deleted = true
 	}
 	etag := tx.lastEtag + 1
-	if _, err := tx.writeCounterRow(docKey, strings.ToLower(name), r, etag); err != nil {
+	c, err := tx.writeCounterRow(docKey, strings.ToLower(name), r, etag)
+	if err != nil {
 		return false, err
 	}
 	tx.lastEtag = etag
+	if tx.wantItems {
+		id, coll, err := tx.docOf(docKey, c.DocID)
+		if err != nil {
+			return false, err
+		}
+		c.DocID = id
+		tx.noteCounter("Delete", c, coll)
+	}
 	return true, nil
 }
 
@@ -329,6 +346,7 @@ func (tx *Tx) applyCounters(it Item) (Outcome, error) {
 			r.docID = d.id
 		}
 	}
+	_, wasLive := sumParts(r.parts)
 	changed := false
 	for _, p := range in.Parts {
 		if p.DB == "" {
@@ -353,10 +371,25 @@ func (tx *Tx) applyCounters(it Item) (Outcome, error) {
 		return Skipped, nil
 	}
 	etag := tx.lastEtag + 1
-	if _, err := tx.writeCounterRow(docKey, key, r, etag); err != nil {
+	c, err := tx.writeCounterRow(docKey, key, r, etag)
+	if err != nil {
 		return Skipped, err
 	}
 	tx.lastEtag = etag
+	if tx.wantItems && (c.Live || wasLive) {
+		// A merged row is a Put of its new total, or the Delete of a live
+		// counter; one that stays deleted changes nothing visible.
+		id, coll, err := tx.docOf(docKey, c.DocID)
+		if err != nil {
+			return Skipped, err
+		}
+		c.DocID = id
+		typ := "Put"
+		if !c.Live {
+			typ = "Delete"
+		}
+		tx.noteCounter(typ, c, coll)
+	}
 	return Applied, nil
 }
 

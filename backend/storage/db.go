@@ -102,8 +102,9 @@ type DB struct {
 	// hasCounters is set once the file holds a counter (counters.go).
 	hasCounters atomic.Bool
 
-	hooksMu sync.RWMutex
-	hooks   []func([]Change)
+	hooksMu   sync.RWMutex
+	hooks     []func([]Change)
+	itemHooks []itemHook
 
 	resolverMu sync.RWMutex
 	resolver   Resolver
@@ -132,6 +133,27 @@ type Change struct {
 	Collection   string
 	ChangeVector string
 	Etag         int64
+}
+
+// ItemChange is one committed counter or time-series change: what the
+// Changes API sends as CounterChange and TimeSeriesChange. They are
+// recorded only while an OnItemCommit hook wants them.
+type ItemChange struct {
+	Kind ItemKind // KindCounters or KindTimeSeries
+	// Type: counters "Put" (a counter that was not live), "Increment",
+	// "Delete"; time series "Put" (entries appended), "Delete" (a range).
+	Type         string
+	DocID        string
+	Collection   string // the document's, "" when it is missing
+	Name         string // the counter's or the series' name
+	ChangeVector string
+	Value        int64 // counters: the total after the change (0 once deleted)
+	From, To     int64 // time series: the range changed, unix milliseconds (TSMin/TSMax: open)
+}
+
+type itemHook struct {
+	wanted func() bool
+	fn     func([]ItemChange)
 }
 
 type writeReq struct {
@@ -485,6 +507,35 @@ func (db *DB) OnCommit(fn func([]Change)) {
 	db.hooksMu.Unlock()
 }
 
+// OnItemCommit registers fn to be called, on the writer goroutine after a
+// commit (after the OnCommit hooks), with the transaction's counter and
+// time-series changes, when it has any. They are recorded only when some
+// hook's wanted returns true as the transaction begins, so a database
+// nobody watches pays nothing for them. Neither function may block; fn must
+// not modify the slice.
+func (db *DB) OnItemCommit(wanted func() bool, fn func([]ItemChange)) {
+	db.hooksMu.Lock()
+	db.itemHooks = append(db.itemHooks, itemHook{wanted: wanted, fn: fn})
+	db.hooksMu.Unlock()
+}
+
+// itemsWanted asks the OnItemCommit hooks whether to record item changes
+// (no lock held while asking).
+func (db *DB) itemsWanted() bool {
+	for _, h := range db.itemHooksCopy() {
+		if h.wanted() {
+			return true
+		}
+	}
+	return false
+}
+
+func (db *DB) itemHooksCopy() []itemHook {
+	db.hooksMu.RLock()
+	defer db.hooksMu.RUnlock()
+	return db.itemHooks[:len(db.itemHooks):len(db.itemHooks)]
+}
+
 // Write runs fn inside a merged write transaction and returns once that
 // transaction has committed durably (or fn's error). fn's changes are all or
 // nothing: when fn returns an error they are rolled back, and other merged
@@ -593,6 +644,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 		fail(fmt.Errorf("begin transaction: %w", err))
 		return
 	}
+	wantItems := db.itemsWanted() // before mu: the mutexes are never nested
 	db.mu.RLock()
 	tx := &Tx{
 		db:       db,
@@ -605,6 +657,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 		stmts:    map[string]*sql.Stmt{},
 		idDeltas: map[string]*IDNumbers{},
 	}
+	tx.wantItems = wantItems
 	for _, c := range db.collections {
 		tx.tombstones += c.Tombstones
 	}
@@ -701,6 +754,11 @@ func (db *DB) runBatch(batch []*writeReq) {
 			h(tx.changes)
 		}
 		db.hooksMu.RUnlock()
+	}
+	if len(tx.items) > 0 {
+		for _, h := range db.itemHooksCopy() {
+			h.fn(tx.items)
+		}
 	}
 }
 

@@ -270,6 +270,9 @@ func (tx *Tx) TimeSeries(id string, op TSOp) error {
 		if _, err := tx.exec(sqlTSDelRange, key, lname, d.From, d.To, lamport); err != nil {
 			return err
 		}
+		if tx.wantItems {
+			tx.noteSeries("Delete", doc.ID, doc.Collection, op.Name, d.From, d.To, tx.lastEtag)
+		}
 	}
 	if len(op.Appends) > 0 {
 		if _, err := tx.exec(sqlTSAddSeries, key, lname, doc.ID, op.Name); err != nil {
@@ -280,6 +283,9 @@ func (tx *Tx) TimeSeries(id string, op TSOp) error {
 		tx.lastEtag++
 		if _, err := tx.exec(sqlTSPutEntry, key, lname, a.Timestamp, lamport, encodeTSData(a.Tag, a.Values), tx.lastEtag); err != nil {
 			return err
+		}
+		if tx.wantItems {
+			tx.noteSeries("Put", doc.ID, doc.Collection, op.Name, a.Timestamp, a.Timestamp, tx.lastEtag)
 		}
 	}
 	hasEntries := len(op.Appends) > 0
@@ -519,7 +525,18 @@ func (tx *Tx) applyTimeSeries(it Item) (Outcome, error) {
 	}
 	// A document deleted here took its series along: what arrives for it
 	// afterwards is dropped (the tombstone reaches every copy).
-	if ok, err := tx.Exists(it.ID); err != nil {
+	docID, coll := it.ID, ""
+	var ok bool
+	if tx.wantItems {
+		var doc *existing
+		doc, err = tx.lookup(key)
+		if ok = doc != nil; ok {
+			docID, coll = doc.id, doc.collection
+		}
+	} else {
+		ok, err = tx.Exists(it.ID)
+	}
+	if err != nil {
 		return Skipped, err
 	} else if !ok {
 		var one int
@@ -546,6 +563,9 @@ func (tx *Tx) applyTimeSeries(it Item) (Outcome, error) {
 		tx.lastEtag++
 		if _, err := tx.exec(sqlTSDelRange, key, lname, ts, to, lamport); err != nil {
 			return Skipped, err
+		}
+		if tx.wantItems {
+			tx.noteSeries("Delete", docID, coll, it.Collection, ts, to, tx.lastEtag)
 		}
 		return Applied, nil
 	}
@@ -577,6 +597,9 @@ func (tx *Tx) applyTimeSeries(it Item) (Outcome, error) {
 	tx.lastEtag++
 	if _, err := tx.exec(sqlTSPutEntry, key, lname, ts, lamport, it.Body, tx.lastEtag); err != nil {
 		return Skipped, err
+	}
+	if tx.wantItems {
+		tx.noteSeries("Put", docID, coll, it.Collection, ts, ts, tx.lastEtag)
 	}
 	return Applied, nil
 }

@@ -47,6 +47,12 @@ type Tx struct {
 	revCfgRead          bool
 	// anyCounters: this transaction wrote a counter.
 	anyCounters bool
+	// wantItems: record counter and time-series changes in items (an
+	// OnItemCommit hook wants them); itemsMark is where the current
+	// request's start.
+	wantItems bool
+	items     []ItemChange
+	itemsMark int
 }
 
 // stmt returns the prepared statement for q bound to this transaction.
@@ -71,6 +77,7 @@ func (tx *Tx) run(fn func(*Tx) error) error {
 	}
 	tx.actor, tx.skipRev = "", false
 	etag, cv, cvText, nchanges := tx.lastEtag, tx.cv, tx.cvText, len(tx.changes)
+	tx.itemsMark = len(tx.items)
 	saved := make(map[string]Collection, len(tx.deltas))
 	for k, d := range tx.deltas {
 		saved[k] = *d
@@ -90,6 +97,7 @@ func (tx *Tx) run(fn func(*Tx) error) error {
 	}
 	_, _ = tx.exec(sqlRelease)
 	tx.lastEtag, tx.cv, tx.cvText, tx.changes = etag, cv, cvText, tx.changes[:nchanges]
+	tx.items = tx.items[:tx.itemsMark]
 	for k := range tx.deltas {
 		if s, ok := saved[k]; ok {
 			*tx.deltas[k] = s

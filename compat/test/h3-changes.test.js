@@ -1,7 +1,8 @@
 "use strict";
 // H3 (issue 14): the Changes API with the npm client, unchanged: store.changes() over one websocket
 // (GET /databases/{db}/changes), forDocument / forDocumentsInCollection / forDocumentsStartingWith /
-// forAllDocuments / forIndex / forAllIndexes / forOperationId / forAllOperations, each seeing what
+// forAllDocuments / forIndex / forAllIndexes / forOperationId / forAllOperations / forCounterOfDocument /
+// forAllCounters / forTimeSeriesOfDocument, each seeing what
 // ANOTHER client (another DocumentStore) does; and a consumer that stops reading, dropped by the
 // server with a reason while the writes keep their latency.
 const { describe, it, before, after } = require("node:test");
@@ -180,6 +181,72 @@ describe("H3 Changes API", () => {
         await cAll.waitFor("Completed in all", v => v.operationId === op.id && v.state.status === "Completed");
         for (const other of byId.filter(x => x !== mine)) {
             assert.ok(other.c.got.every(v => v.operationId === other.id));
+        }
+    });
+
+    it("forCounterOfDocument, forAllCounters and forTimeSeriesOfDocument see another client's counters and series", async () => {
+        const one = changes.forCounterOfDocument("FRUITS/10", "likes");
+        const allCounters = changes.forAllCounters();
+        const series = changes.forTimeSeriesOfDocument("fruits/10");
+        const seriesNamed = changes.forTimeSeriesOfDocument("fruits/10", "Steps");
+        const cOne = collect(one);
+        const cAll = collect(allCounters);
+        const cSeries = collect(series);
+        const cNamed = collect(seriesNamed);
+        await Promise.all([one, allCounters, series, seriesNamed].map(o => o.ensureSubscribedNow()));
+        const s = writer.openSession();
+        await s.store(new Fruit({ Name: "fig" }), "fruits/10");
+        await s.store(new Fruit({ Name: "kiwi" }), "fruits/11");
+        await s.saveChanges();
+        const c1 = writer.openSession();
+        c1.countersFor("fruits/10").increment("Likes", 5);
+        c1.countersFor("fruits/11").increment("Likes");
+        await c1.saveChanges();
+        const c2 = writer.openSession();
+        c2.countersFor("fruits/10").increment("Likes", -2);
+        await c2.saveChanges();
+
+        const put = await cOne.waitFor("Put of Likes", v => v.type === "Put");
+        assert.deepEqual(Object.keys(put).sort(), ["changeVector", "collectionName", "documentId", "name", "type", "value"]);
+        assert.equal(put.name, "Likes");
+        assert.equal(put.value, 5);
+        assert.equal(put.documentId, "fruits/10");
+        assert.equal(put.collectionName, "Fruits");
+        assert.match(put.changeVector, /^A:\d+-/);
+        const inc = await cOne.waitFor("Increment of Likes", v => v.type === "Increment");
+        assert.equal(inc.value, 3, "the counter's new total");
+        await cAll.waitFor("fruits/10 Likes = 3", v => v.documentId === "fruits/10" && v.value === 3);
+        assert.deepEqual(cAll.got.map(v => `${v.type} ${v.documentId}/${v.name}=${v.value}`),
+            ["Put fruits/10/Likes=5", "Put fruits/11/Likes=1", "Increment fruits/10/Likes=3"]);
+
+        const at = new Date(Date.UTC(2024, 4, 1, 10, 0, 0));
+        const later = new Date(at.getTime() + 60_000);
+        const t1 = writer.openSession();
+        const ts = t1.timeSeriesFor("fruits/10", "HeartRate");
+        ts.append(at, 70);
+        ts.append(later, [71]);
+        await t1.saveChanges();
+        const tsPut = await cSeries.waitFor("Put of HeartRate", v => v.type === "Put");
+        assert.equal(tsPut.name, "HeartRate");
+        assert.equal(tsPut.documentId, "fruits/10");
+        assert.equal(tsPut.collectionName, "Fruits");
+        assert.match(tsPut.changeVector, /^A:\d+-/);
+        assert.ok(tsPut.from instanceof Date && tsPut.to instanceof Date, "From and To parsed as dates");
+        assert.equal(tsPut.from.getTime(), at.getTime());
+        assert.equal(tsPut.to.getTime(), later.getTime());
+        const t2 = writer.openSession();
+        t2.timeSeriesFor("fruits/10", "HeartRate").delete(at, at);
+        await t2.saveChanges();
+        const tsDel = await cSeries.waitFor("Delete of HeartRate", v => v.type === "Delete");
+        assert.equal(tsDel.from.getTime(), at.getTime());
+        assert.equal(tsDel.to.getTime(), at.getTime());
+
+        await h.sleep(200); // anything wrongly delivered would have arrived with the rest
+        assert.deepEqual(cOne.got.map(v => v.type), ["Put", "Increment"], "only fruits/10's Likes");
+        assert.deepEqual(cNamed.got, [], "another series of the document");
+        assert.deepEqual(cSeries.got.map(v => v.type), ["Put", "Delete"]);
+        for (const c of [cOne, cAll, cSeries, cNamed]) {
+            assert.deepEqual(c.errors, []);
         }
     });
 

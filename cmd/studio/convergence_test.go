@@ -208,10 +208,7 @@ func startProxiedCluster(t *testing.T) *proxiedCluster {
 			if to == from {
 				continue
 			}
-			p, err := faultproxy.Listen(strings.TrimPrefix(to.url, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := listenProxy(t, strings.TrimPrefix(to.url, "http://"))
 			// Registered before the nodes', so it runs after they are killed.
 			t.Cleanup(func() { p.Close() })
 			name := from.name + ">" + to.name
@@ -223,6 +220,28 @@ func startProxiedCluster(t *testing.T) *proxiedCluster {
 	}
 	pc.testCluster = startNodes(t, nodes...)
 	return pc
+}
+
+// listenProxy starts a fault proxy to target on a port no node of this
+// test binary was promised: freeAddr closes the ports it hands out until
+// the node binds them, so the kernel could give one to the proxy (seen
+// once: a node's raft port taken by a proxy, "address already in use").
+func listenProxy(t *testing.T, target string) *faultproxy.Proxy {
+	t.Helper()
+	for {
+		p, err := faultproxy.Listen(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		handedMu.Lock()
+		taken := handed[p.Addr()]
+		handed[p.Addr()] = true
+		handedMu.Unlock()
+		if !taken {
+			return p
+		}
+		p.Close()
+	}
 }
 
 func (pc *proxiedCluster) faultAll(f faultproxy.Fault) {

@@ -185,6 +185,9 @@ func noLostAttachment(t *testing.T, seed int64) {
 			}
 			for _, a := range refs {
 				have[a.Name] = true
+				if ok, err := db.HasContent(ctx, a.Hash); err != nil || !ok {
+					t.Fatalf("seed %d: %s lists %s of docs/%d but lacks its content (%v)", seed, db.NodeTag(), a.Name, d, err)
+				}
 			}
 		}
 		for name, id := range written {

@@ -33,6 +33,20 @@ func randDoc(rng *rand.Rand) string {
 	if rng.IntN(5) > 0 {
 		m["Score"] = float64(rng.IntN(1000)) / 10
 	}
+	// Rank has every type, so ranges on numbers must keep out text, null,
+	// booleans and arrays of text.
+	switch rng.IntN(6) {
+	case 0:
+		m["Rank"] = fmt.Sprint(rng.IntN(20))
+	case 1:
+		m["Rank"] = nil
+	case 2:
+		m["Rank"] = rng.IntN(2) == 0
+	case 3:
+		m["Rank"] = []any{fmt.Sprint(rng.IntN(20)), rng.IntN(20)}
+	default:
+		m["Rank"] = rng.IntN(20)
+	}
 	if rng.IntN(4) > 0 {
 		tags := []any{}
 		for i := rng.IntN(4); i > 0; i-- {
@@ -74,7 +88,11 @@ func (g *gen) pick(s []string) string { return s[g.rng.IntN(len(s))] }
 
 func (g *gen) leaf() string {
 	ops := []string{"=", "!=", "<", "<=", ">", ">="}
-	switch g.rng.IntN(13) {
+	switch g.rng.IntN(15) {
+	case 12:
+		return fmt.Sprintf("Rank between %d and %d", g.rng.IntN(10), 5+g.rng.IntN(15))
+	case 13:
+		return "Rank " + g.pick(ops) + " " + g.param(float64(g.rng.IntN(22)))
 	case 0:
 		return "Name " + g.pick(ops) + " " + g.param(g.pick(propNames))
 	case 1:

@@ -19,6 +19,7 @@ func extensionsCmpXchg(out io.Writer, c config) error {
 	if n <= 0 {
 		return nil
 	}
+	fmt.Fprintf(out, "\n## Compare exchange: cluster-wide transactions on 3 nodes, %d through the leader and as many through a follower, each against as many plain bulk_docs on the same node\n", n)
 	dir := filepath.Join(c.dir, "cmpxchg-bench")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

@@ -141,6 +141,18 @@ func TestCounterProjectionFromIndex(t *testing.T) {
 	}
 }
 
+// A map-reduce index's rows are not documents: counter() on them is refused.
+func TestCounterProjectionRefusedOnMapReduce(t *testing.T) {
+	n := newNode(t, Options{})
+	orders(t, n)
+	res := n.query(`from Orders group by Company select key(), count()`, nil)
+	_, err := n.runner.Run(context.Background(), n.db, Request{Query: `from index '` + res.IndexName + `' select counter('Likes')`})
+	var iq *InvalidQueryError
+	if !errors.As(err, &iq) || !strings.Contains(err.Error(), "are not documents") {
+		t.Fatalf("%s: %v", res.IndexName, err)
+	}
+}
+
 // fakeCmpXchg is a cluster's compare-exchange values for the tests.
 type fakeCmpXchg struct {
 	mu   sync.Mutex

@@ -275,6 +275,9 @@ func (r *Runner) prepare(ctx context.Context, db *storage.DB, req Request, forUp
 	if err != nil {
 		return nil, err
 	}
+	if e.mapReduce && len(e.counterNames) > 0 {
+		return nil, &InvalidQueryError{Query: req.Query, Err: fmt.Errorf("counter() and counterRaw() read a document's counters; the results of the map-reduce index %s are not documents", e.idx.Name())}
+	}
 	e.stage("Planning", t)
 	return e, nil
 }

@@ -493,7 +493,7 @@ func New(cfg Config) (*Server, error) {
 	s.reg.MustRegister(changesCollector{s.changes})
 	s.indexes = index.NewManager(index.Options{Logger: cfg.Logger, OnChange: s.changesIndexEvent})
 	s.idx = &indexes.Service{Cluster: s.cluster, Catalog: cat, Manager: s.indexes, Tracker: indexes.NewTracker(time.Now()), NodeTag: cfg.NodeTag, Log: cfg.Logger}
-	s.queries = query.NewRunner(s.idx, query.IndexLookup(s.indexes.Get), query.Options{Logger: cfg.Logger})
+	s.queries = query.NewRunner(s.idx, query.IndexLookup(s.indexes.Get), query.Options{Logger: cfg.Logger, CmpXchg: s.queryCmpXchg})
 	s.operations = operations.New(operations.Options{Describe: describeError, OnChange: func(info operations.Info) { s.hub.Notify(""); s.changesOperation(info) }})
 	wire := &api.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs,
 		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: sec.wellKnown(), Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize, MaxAttachmentSize: cfg.MaxAttachmentSize,

@@ -28,6 +28,9 @@ type Result struct {
 	// (counters.go); nil without it.
 	CounterIncludes      json.RawMessage
 	IncludedCounterNames map[string][]string
+	// CompareExchangeValueIncludes answers include cmpxchg() (cmpxchg.go):
+	// key → {"Key","Index","Value"}; nil without it.
+	CompareExchangeValueIncludes json.RawMessage
 
 	// Plan says how the query was served, for the studio; not on the wire.
 	Plan Plan `json:"-"`
@@ -94,6 +97,8 @@ type wireResult struct {
 
 	CounterIncludes      json.RawMessage     `json:",omitempty"`
 	IncludedCounterNames map[string][]string `json:",omitempty"`
+
+	CompareExchangeValueIncludes json.RawMessage `json:",omitempty"`
 }
 
 // MarshalJSON writes the wire shape: dates in RavenDB's format (7
@@ -105,6 +110,7 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 		IndexTimestamp: document.FormatTime(r.IndexTimestamp), LastQueryTime: document.FormatTime(r.LastQueryTime),
 		IsStale: r.IsStale, ResultEtag: r.ResultEtag, NodeTag: r.NodeTag, Timings: r.Timings,
 		CounterIncludes: r.CounterIncludes, IncludedCounterNames: r.IncludedCounterNames,
+		CompareExchangeValueIncludes: r.CompareExchangeValueIncludes,
 	}
 	if w.Results == nil {
 		w.Results = []json.RawMessage{}

@@ -39,6 +39,10 @@ type Options struct {
 	DisableAutoIndexes bool
 	Now                func() time.Time
 	Logger             *slog.Logger
+	// CmpXchg reads a database's compare-exchange value by key (ok false
+	// when there is none) for include cmpxchg(); the server wires the
+	// cluster's. Nil: such queries are refused.
+	CmpXchg func(db, key string) (v CmpXchgValue, ok bool)
 }
 
 // Runner runs queries. It is safe for concurrent use.
@@ -94,7 +98,10 @@ type exec struct {
 	timings map[string]*Timings
 	// counterIDs are the documents rendered, for include counters().
 	counterIDs []string
-	streaming  bool // Stream: page through the hits
+	// counterNames are the counters the select's counter() and
+	// counterRaw() items read, in select order (counters.go).
+	counterNames []string
+	streaming    bool // Stream: page through the hits
 }
 
 func (e *exec) stage(name string, since time.Time) {
@@ -111,15 +118,16 @@ func (r *Runner) Run(ctx context.Context, db *storage.DB, req Request) (*Result,
 	}
 	var out []json.RawMessage
 	var bodies []map[string]any // for includes
+	wantBodies := (len(e.q.Include) > 0 || len(e.q.CmpXchg) > 0) && !req.MetadataOnly
 	emit := func(raw json.RawMessage, body map[string]any) error {
 		out = append(out, raw)
-		if len(e.q.Include) > 0 {
+		if wantBodies {
 			bodies = append(bodies, body)
 		}
 		return nil
 	}
 	t := time.Now()
-	if err := e.run(ctx, emit, len(e.q.Include) > 0); err != nil {
+	if err := e.run(ctx, emit, wantBodies); err != nil {
 		return nil, err
 	}
 	e.stage("Query", t)
@@ -133,6 +141,11 @@ func (r *Runner) Run(ctx context.Context, db *storage.DB, req Request) (*Result,
 	}
 	if e.q.Counters != nil && !req.MetadataOnly {
 		if err := e.includeCounters(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if len(e.q.CmpXchg) > 0 && !req.MetadataOnly {
+		if err := e.includeCmpXchg(bodies); err != nil {
 			return nil, err
 		}
 	}
@@ -244,6 +257,12 @@ func (r *Runner) prepare(ctx context.Context, db *storage.DB, req Request, forUp
 	for _, p := range q.Include {
 		e.res.IncludedPaths = append(e.res.IncludedPaths, p.String())
 	}
+	if err := e.counterProjections(); err != nil {
+		return nil, err
+	}
+	if len(q.CmpXchg) > 0 && r.opts.CmpXchg == nil && !forUpdate {
+		return nil, dberr.New(dberr.Unavailable, "include cmpxchg() needs the cluster's compare-exchange values, which this node does not serve")
+	}
 	t := time.Now()
 	switch {
 	case q.Index != "":
@@ -255,6 +274,9 @@ func (r *Runner) prepare(ctx context.Context, db *storage.DB, req Request, forUp
 	}
 	if err != nil {
 		return nil, err
+	}
+	if e.mapReduce && len(e.counterNames) > 0 {
+		return nil, &InvalidQueryError{Query: req.Query, Err: fmt.Errorf("counter() and counterRaw() read a document's counters; the results of the map-reduce index %s are not documents", e.idx.Name())}
 	}
 	e.stage("Planning", t)
 	return e, nil
@@ -471,6 +493,15 @@ func (e *exec) finish() *Result {
 	h.Write([]byte(e.req.Query))
 	for _, in := range res.Includes {
 		h.Write(in.Doc) // includes follow documents outside what the index tracks
+	}
+	// Counters and compare-exchange values change without their documents
+	// (or the index) changing: what the answer carries of them goes in.
+	h.Write(res.CounterIncludes)
+	h.Write(res.CompareExchangeValueIncludes)
+	if len(e.counterNames) > 0 {
+		for _, r := range res.Results {
+			h.Write(r)
+		}
 	}
 	res.ResultEtag = int64(h.Sum64())
 	if res.Results == nil {
@@ -1122,6 +1153,11 @@ func (e *exec) render(d *storage.Document, wantBody bool) (json.RawMessage, map[
 		return metadataOnly(d), body, nil
 	case len(e.q.Select) > 0:
 		out := map[string]any{}
+		if len(e.counterNames) > 0 {
+			if err := e.projectCounters(context.Background(), d.ID, out); err != nil {
+				return nil, nil, err
+			}
+		}
 		for _, pr := range e.q.Select {
 			if pr.Func != "" {
 				continue
@@ -1158,6 +1194,9 @@ func projectionName(pr rql.Projection) string {
 	switch {
 	case pr.Func == "count":
 		return "Count"
+	case isCounterProjection(pr):
+		name, _ := pr.Counter.Literal.(string) // counterProjections made it the name
+		return name
 	case pr.Field.ID:
 		return "Id"
 	}

@@ -303,7 +303,7 @@ func (q *Query) Project(doc Doc) map[string]any {
 	out := make(map[string]any, len(q.Select))
 	for _, pr := range q.Select {
 		if pr.Func != "" {
-			continue // key() and count() belong to grouped index queries
+			continue // key(), count() and sum() belong to grouped index queries, counter() to the query engine
 		}
 		name := pr.As
 		if name == "" {

@@ -3,7 +3,8 @@
 //
 //	from <Collection>|@all_docs|index '<Name>' [as x] [group by a, b] [where …]
 //	    [order by f [as long|double|alphaNumeric|string] [desc], score(), random()]
-//	    [select [distinct] a, b as c, key(), count(), sum(f)] [include a, timings()]
+//	    [select [distinct] a, b as c, key(), count(), sum(f), counter([x,] 'n'), counterRaw([x,] 'n')]
+//	    [include a, timings(), counters(['n', …]), cmpxchg(path)]
 //	    [limit $skip, $take | limit n [offset m] | offset m] [update { script }]
 //
 // The where clause takes =, !=, <, <=, >, >=, between, in, all in,
@@ -45,7 +46,10 @@ type Query struct {
 	Include    []Path
 	Timings    bool // include timings()
 	// Counters is include counters(...): nil when absent (counters.go).
-	Counters   *CounterInclude
+	Counters *CounterInclude
+	// CmpXchg are the paths of include cmpxchg(path): the results' values
+	// there are compare-exchange keys (cmpxchg.go).
+	CmpXchg    []Path
 	Skip, Take *Value  // limit $skip, $take; nil when absent
 	Update     *string // the script of update { … }, without its braces
 }
@@ -81,9 +85,14 @@ type Order struct {
 
 // Projection is one select item.
 type Projection struct {
-	Field Path   // the field, or sum()'s argument
-	Func  string // "key", "count" or "sum" for key(), count(), sum(Field)
-	As    string
+	Field Path // the field, or sum()'s argument
+	// Func is "key", "count" or "sum" for key(), count(), sum(Field), and
+	// "counter" or "counterRaw" for counter() and counterRaw() (counters.go).
+	Func string
+	As   string
+	// Counter is the counter name of counter() and counterRaw(): a string
+	// or a $parameter.
+	Counter Value
 }
 
 // Expr is a where-clause expression.
@@ -342,8 +351,11 @@ func (p *parser) include(q *Query) error {
 		if strings.EqualFold(t.text, "counters") {
 			return p.includeCounters(q)
 		}
+		if strings.EqualFold(t.text, "cmpxchg") {
+			return p.includeCmpXchg(q)
+		}
 		if !strings.EqualFold(t.text, "timings") {
-			return p.errAt(t, "include %s() is not supported (include takes paths holding document ids, and timings())", t.text)
+			return p.errAt(t, "include %s() is not supported (include takes paths holding document ids, timings(), counters() and cmpxchg())", t.text)
 		}
 		p.i += 2
 		if err := p.expectPunct(")"); err != nil {
@@ -455,7 +467,11 @@ func (p *parser) projection(q *Query) (Projection, error) {
 	var pr Projection
 	t := p.peek()
 	fn := strings.ToLower(t.text)
-	if t.kind == tIdent && (fn == "key" || fn == "count" || fn == "sum") && p.i+1 < len(p.toks) && p.toks[p.i+1].text == "(" {
+	if t.kind == tIdent && (fn == "counter" || fn == "counterraw") && p.i+1 < len(p.toks) && p.toks[p.i+1].text == "(" {
+		if err := p.counterProjection(q, &pr); err != nil {
+			return pr, err
+		}
+	} else if t.kind == tIdent && (fn == "key" || fn == "count" || fn == "sum") && p.i+1 < len(p.toks) && p.toks[p.i+1].text == "(" {
 		p.i += 2
 		if fn == "sum" {
 			f, err := p.field(q)

@@ -84,6 +84,14 @@ func TestParsesWhatTheClientSends(t *testing.T) {
 		`from Orders as o where o.Total < $max update { o.Flag = true; }`,
 		`from Orders where Name = 'x' limit 5 update {}`,
 		`from index 'Orders/ByTotal' where Total > $p0 update { if (this.x) { this.y = "}"; } }`,
+		// Counters in projections and compare-exchange includes.
+		`from 'Users' as u select counter(u, 'Likes')`,
+		`from 'Users' as u select counter(u, Likes)`,
+		`from 'Users' select counter('Likes')`,
+		`from 'Users' as u select counter(u, 'Likes') as likes, counterRaw(u, 'Likes') as raw, u.Name`,
+		`from 'Users' as u select counter(u, $p0) as likes`,
+		`from 'Users' include cmpxchg('Supervisor')`,
+		`from 'Users' as u where u.Name = $p0 include cmpxchg(u.Manager.Key), cmpxchg('Address.Key'), counters(), Company`,
 	} {
 		if _, err := Parse(q); err != nil {
 			t.Errorf("%s: %v", q, err)
@@ -120,6 +128,18 @@ func TestSyntaxErrorsHavePositions(t *testing.T) {
 		{`from Orders limit 1 limit 2`, 20, "limit given twice"},
 		{`from Orders offset 1 offset 2`, 21, "offset given twice"},
 		{`from Orders select sum(id())`, 19, "sum() takes a field"},
+		{`from Users as u select counter(x, 'Likes')`, 31, "must be the query's alias"},
+		{`from Users select counter(u, 'Likes')`, 26, "must be the query's alias"},
+		{`from Users as u select counter(u, 'a', 'b')`, 39, "at most two arguments"},
+		{`from Users select counter(1)`, 26, "takes the query's alias and a counter name"},
+		{`from Users select counter('')`, 26, "not an empty string"},
+		{`from Users select counter(u.Likes)`, 27, `expected ")"`},
+		{`from Users select counter(where)`, 26, "keyword"},
+		{`from Users group by Name select counter('Likes')`, 32, "not documents"},
+		{`from Users include cmpxchg(id())`, 27, "not id()"},
+		{`from Users include cmpxchg('a..b')`, 27, "empty part"},
+		{`from Users include cmpxchg('')`, 27, "not an empty string"},
+		{`from Users include cmpxchg(Manager`, 34, `expected ")"`},
 	} {
 		_, err := Parse(c.q)
 		var se *SyntaxError
@@ -237,6 +257,32 @@ func TestQueryClauses(t *testing.T) {
 	}
 }
 
+// counter() and counterRaw() items and cmpxchg() includes land in the
+// Query: the counter name (a literal or a $parameter), the alias dropped.
+func TestCounterProjectionsAndCmpXchgIncludes(t *testing.T) {
+	q, err := Parse(`from Users as u select u.Name, counter(u, 'Likes'), counterRaw(u, "Likes") as raw, COUNTER($n) as c, counter(Views) include cmpxchg('Manager'), cmpxchg(u.Address.Key), cmpxchg('u.Keys[]'), counters('Likes')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := q.Select
+	if len(s) != 5 || s[0].Func != "" || s[0].Field.String() != "Name" ||
+		s[1].Func != "counter" || s[1].Counter.Literal != "Likes" || s[1].As != "" ||
+		s[2].Func != "counterRaw" || s[2].Counter.Literal != "Likes" || s[2].As != "raw" ||
+		s[3].Func != "counter" || s[3].Counter.Param != "n" || s[3].As != "c" ||
+		s[4].Func != "counter" || s[4].Counter.Literal != "Views" {
+		t.Fatalf("%+v", s)
+	}
+	if len(q.CmpXchg) != 3 || q.CmpXchg[0].String() != "Manager" || q.CmpXchg[1].String() != "Address.Key" || q.CmpXchg[2].String() != "Keys[]" ||
+		len(q.Include) != 0 || q.Counters == nil || q.Counters.Names[0] != "Likes" {
+		t.Fatalf("%+v %+v", q.CmpXchg, q)
+	}
+	// Project (subscriptions) writes the fields and skips the counter()
+	// items, which only the query engine answers.
+	if p := q.Project(Doc{ID: "u/1", Body: map[string]any{"Name": "Ann"}}); len(p) != 1 || p["Name"] != "Ann" {
+		t.Fatalf("%v", p)
+	}
+}
+
 func TestClauses(t *testing.T) {
 	q, err := Parse(`from 'Orders' as o where o.Total > 1 order by Name, Total as double desc select distinct o.Name as n include Company limit $a, $b`)
 	if err != nil {
@@ -297,6 +343,26 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+// The counter() items of a select and the cmpxchg() items of an include
+// are bounded.
+func TestCounterAndCmpXchgBounds(t *testing.T) {
+	ok := "from x select " + strings.Repeat("counter('a'), ", maxCounterProjections-1) + "counter('a')"
+	if _, err := Parse(ok); err != nil {
+		t.Fatal(err)
+	}
+	var se *SyntaxError
+	if _, err := Parse(ok + ", counterRaw('b')"); !errors.As(err, &se) || !strings.Contains(se.Msg, "more than 1024 counter()") {
+		t.Fatalf("%v", err)
+	}
+	ok = "from x include " + strings.Repeat("cmpxchg(a), ", maxIncludedCmpXchg-1) + "cmpxchg(a)"
+	if _, err := Parse(ok); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(ok + ", cmpxchg('b')"); !errors.As(err, &se) || !strings.Contains(se.Msg, "more than 1024 cmpxchg()") {
+		t.Fatalf("%v", err)
+	}
+}
+
 func TestSetLimits(t *testing.T) {
 	defer func() { _ = SetLimits(Limits{}) }()
 	if err := SetLimits(Limits{MaxLength: 100, MaxDepth: 2}); err != nil {
@@ -336,7 +402,11 @@ func FuzzParse(f *testing.F) {
 		"from x update {" + strings.Repeat("{", 100_000) + strings.Repeat("}", 100_000) + "}",
 		"from x update {" + strings.Repeat("'", 1001) + "}", "from x select " + strings.Repeat("sum(a), ", 10_000) + "count()",
 		"from x order by " + strings.Repeat("score(), ", 10_000) + "random()",
-		"from x where a = '" + strings.Repeat("x", 200_000) + "'"} {
+		"from x where a = '" + strings.Repeat("x", 200_000) + "'",
+		`from Users as u select u.Name, counter(u, 'Likes') as likes, counterRaw(u, $p0), counter(Views) include cmpxchg('Manager.Key'), cmpxchg(u.Keys[]), counters()`,
+		`from Users select counter('Likes') include cmpxchg('a..b')`, `from Users as u select counter(u, 'a', 'b')`,
+		"from x select " + strings.Repeat("counter('a'), ", 2000) + "counterRaw(b)",
+		"from x include " + strings.Repeat("cmpxchg(a), ", 2000) + "cmpxchg('b')"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -58,6 +59,13 @@ type CounterPart struct {
 	Value   int64  `json:"v"`
 	Etag    int64  `json:"e"` // the copy's etag when the part last changed
 	Deleted bool   `json:"d,omitempty"`
+}
+
+// ValueKey is how RavenDB names a copy's value in a counter's
+// CounterValues (GET /counters?full=true) and in counterRaw():
+// "tag:etag-databaseid".
+func (p CounterPart) ValueKey() string {
+	return p.Tag + ":" + strconv.FormatInt(p.Etag, 10) + "-" + p.DB
 }
 
 // newer tells whether p wins over q (the same copy's part): higher etag,

@@ -6,6 +6,7 @@
 //   2. @metadata.@counters and @flags on the loaded document, and a cached GET sees a change;
 //   3. CounterBatchOperation and GetCountersOperation (with full values);
 //   4. session.load with includeCounter / includeAllCounters (no extra request afterwards);
+//      counter() and counterRaw() in a query's select;
 //   5. a missing document: DocumentDoesNotExistException; deleting the document deletes its counters;
 //   6. a 3-node cluster: increments on A, B and C at once, the exact same sum read on each.
 const { describe, it, before, after } = require("node:test");
@@ -154,6 +155,32 @@ describe("counters on one node", () => {
         const m = s.advanced.numberOfRequests;
         assert.deepEqual(await s.countersFor("posts/1").getAll(), { Likes: 10, Shares: 1 });
         assert.equal(s.advanced.numberOfRequests, m, "all counters were included");
+    });
+
+    it("projects counters in a query: counter(), counterRaw(), null for a missing one", async () => {
+        const { store } = ctx;
+        const s = store.openSession();
+        const rows = await s.advanced.rawQuery(
+            "from Posts as p where p.title = 'one' select p.title, counter(p, 'Likes') as likes, " +
+            "counterRaw(p, 'Likes') as raw, counter(p, 'Nope') as nope").all();
+        assert.equal(rows.length, 1);
+        assert.equal(rows[0].title, "one");
+        assert.equal(rows[0].likes, 10);
+        assert.equal(rows[0].nope, null);
+        const keys = Object.keys(rows[0].raw);
+        assert.equal(keys.length, 1);
+        assert.match(keys[0], /^A:\d+-/, "keyed as GetCountersOperation's full values are");
+        assert.equal(rows[0].raw[keys[0]], 10);
+        // The client camel-cases the keys of GetCountersOperation's values ("a:8-…"); a projection is left as sent.
+        const full = await store.operations.send(new GetCountersOperation("posts/1", ["Likes"], true));
+        const lower = o => Object.fromEntries(Object.entries(o).map(([k, v]) => [k.toLowerCase(), v]));
+        assert.deepEqual(lower(rows[0].raw), lower(full.counters[0].counterValues));
+
+        const byParam = await s.advanced.rawQuery("from Posts select counter($name)").addParameter("name", "Shares").all();
+        assert.deepEqual(byParam.map(r => r.Shares), [1]);
+
+        await assert.rejects(s.advanced.rawQuery("from Posts as p select counter(x, 'Likes')").all(),
+            h.errorNamed("InvalidQueryException"));
     });
 
     it("patch scripts read, increment and delete counters", async () => {

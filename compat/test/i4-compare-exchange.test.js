@@ -2,7 +2,8 @@
 // I4 (issue 15): compare-exchange values and cluster-wide transactions with the npm client, on a
 // 3-node cluster of its own (as f3 does). Values live in the cluster state: one written through one
 // node is read back the same from the others; a cluster-wide session's documents are written by
-// every node with the same change vector.
+// every node with the same change vector. On the suite's one node (ROOKERY_URL): values included by
+// a load (includeCompareExchangeValue) or a query (include cmpxchg()), read from the session.
 const { describe, it, before, after } = require("node:test");
 const assert = require("node:assert/strict");
 const {
@@ -14,6 +15,7 @@ const {
     DeleteCompareExchangeValueOperation,
 } = require("ravendb");
 const { eventually, prepare, removeTmp, Node, startCluster, waitDatabaseOn, killAllSync, dumpLogs, freePort } = require("./cluster-helpers");
+const h = require("./helpers");
 
 const DB = `compat_cmpxchg_${Date.now().toString(36)}`;
 
@@ -258,4 +260,82 @@ describe("compare exchange and cluster-wide transactions on a 3-node cluster", (
             });
         }
     }));
+});
+
+// Compare-exchange includes on one node (ROOKERY_URL): a load or a query that includes the values
+// whose keys a document holds; a cluster-wide session then reads them without a request (a missing
+// one too), and a changed value is not served from the HTTP cache.
+describe("compare-exchange includes on one node", () => {
+    let ctx;
+    before(async () => {
+        ctx = await h.freshDatabase("cmpxchg_includes");
+        const { store } = ctx;
+        const put = await store.operations.send(new PutCompareExchangeValueOperation("managers/ann", { name: "Boss" }, 0));
+        assert.equal(put.successful, true);
+        const s = store.openSession();
+        await s.store(new User({ name: "Ann", manager: "managers/ann", backup: "managers/none" }), "users/1");
+        await s.saveChanges();
+    });
+    after(async () => {
+        await ctx.teardown();
+    });
+
+    const clusterSession = () => ctx.store.openSession({ transactionMode: "ClusterWide" });
+
+    it("load with includeCompareExchangeValue", async () => {
+        const s = clusterSession();
+        const user = await s.load("users/1", {
+            includes: i => i.includeCompareExchangeValue("manager").includeCompareExchangeValue("backup"),
+        });
+        assert.equal(user.name, "Ann");
+        const n = s.advanced.numberOfRequests;
+        const v = await s.advanced.clusterTransaction.getCompareExchangeValue("managers/ann");
+        assert.equal(v.value.name, "Boss");
+        assert.ok(v.index > 0);
+        assert.equal(await s.advanced.clusterTransaction.getCompareExchangeValue("managers/none"), null);
+        assert.equal(s.advanced.numberOfRequests, n, "the included values (the missing one too) needed no request");
+
+        // Without the include, the session asks.
+        const t = clusterSession();
+        await t.load("users/1");
+        const m = t.advanced.numberOfRequests;
+        assert.equal((await t.advanced.clusterTransaction.getCompareExchangeValue("managers/ann")).value.name, "Boss");
+        assert.equal(t.advanced.numberOfRequests, m + 1);
+    });
+
+    it("query include cmpxchg", async () => {
+        const s = clusterSession();
+        const users = await s.query({ collection: "Users" }).whereEquals("name", "Ann")
+            .include(i => i.includeCompareExchangeValue("manager")).all();
+        assert.equal(users.length, 1);
+        const n = s.advanced.numberOfRequests;
+        const v = await s.advanced.clusterTransaction.getCompareExchangeValue("managers/ann");
+        assert.equal(v.value.name, "Boss");
+        assert.equal(s.advanced.numberOfRequests, n, "the value came with the query");
+
+        const r = clusterSession();
+        await r.advanced.rawQuery("from Users as u include cmpxchg(u.backup)").all();
+        const m = r.advanced.numberOfRequests;
+        assert.equal(await r.advanced.clusterTransaction.getCompareExchangeValue("managers/none"), null);
+        assert.equal(r.advanced.numberOfRequests, m, "the missing value came with the raw query");
+    });
+
+    it("a changed value is not served from the HTTP cache", async () => {
+        const { store } = ctx;
+        let s = clusterSession();
+        await s.load("users/1", { includes: i => i.includeCompareExchangeValue("manager") });
+        const old = await s.advanced.clusterTransaction.getCompareExchangeValue("managers/ann");
+        const put = await store.operations.send(new PutCompareExchangeValueOperation("managers/ann", { name: "New boss" }, old.index));
+        assert.equal(put.successful, true);
+        for (const load of [
+            t => t.load("users/1", { includes: i => i.includeCompareExchangeValue("manager") }),
+            t => t.query({ collection: "Users" }).whereEquals("name", "Ann").include(i => i.includeCompareExchangeValue("manager")).all(),
+        ]) {
+            s = clusterSession();
+            await load(s);
+            const n = s.advanced.numberOfRequests;
+            assert.equal((await s.advanced.clusterTransaction.getCompareExchangeValue("managers/ann")).value.name, "New boss");
+            assert.equal(s.advanced.numberOfRequests, n);
+        }
+    });
 });

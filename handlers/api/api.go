@@ -269,6 +269,15 @@ func etagOf(docs []*storage.Document, extra []*storage.Document) string {
 	return strconv.FormatUint(h.Sum64(), 16)
 }
 
+// etagWith folds more of an answer into an etag of etagOf.
+func etagWith(etag string, more []byte) string {
+	h := fnv.New64a()
+	h.Write([]byte(etag))
+	h.Write([]byte{'|'})
+	h.Write(more)
+	return strconv.FormatUint(h.Sum64(), 16)
+}
+
 func notModified(c echo.Context, etag string) bool {
 	inm := c.Request().Header.Get("If-None-Match")
 	return inm != "" && unquote(inm) == etag

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/names"
+	"github.com/rookerydb/rookery/backend/query"
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
@@ -314,4 +317,55 @@ func (a *API) clusterBulkDocs(c echo.Context, db *storage.DB, cmds []batch.Comma
 	buf = strconv.AppendUint(buf, index, 10)
 	buf = append(buf, '}')
 	return c.Blob(http.StatusCreated, echo.MIMEApplicationJSONCharsetUTF8, buf)
+}
+
+// maxCmpXchgIncludePaths bounds the cmpxchg= parameters of one load, and
+// maxCmpXchgIncludePathBytes the length of each.
+const (
+	maxCmpXchgIncludePaths     = 1024
+	maxCmpXchgIncludePathBytes = 1024
+)
+
+// cmpXchgIncludes answers the cmpxchg= parameters of a load (the npm
+// client's includeCompareExchangeValue(path)): the compare-exchange values
+// whose keys the loaded documents hold at those dotted paths, as the
+// object of CompareExchangeValueIncludes (query.CmpXchgIncludes: a missing
+// key has Index -1 and a null Value).
+func (a *API) cmpXchgIncludes(db *storage.DB, docs []*storage.Document, paths []string) ([]byte, error) {
+	if len(paths) > maxCmpXchgIncludePaths {
+		return nil, dberr.New(dberr.BadRequest, "more than %d cmpxchg include paths", maxCmpXchgIncludePaths)
+	}
+	for _, p := range paths {
+		if strings.TrimSpace(p) == "" || len(p) > maxCmpXchgIncludePathBytes {
+			return nil, dberr.New(dberr.BadRequest, "a cmpxchg include path is a document field path of 1 to %d bytes, not %q", maxCmpXchgIncludePathBytes, names.Clip(p, 80))
+		}
+	}
+	cl, err := a.cmpXchgCluster()
+	if err != nil {
+		return nil, err
+	}
+	var inc query.CmpXchgIncludes
+	for _, d := range docs {
+		if d == nil {
+			continue
+		}
+		var body any
+		if err := json.Unmarshal(d.Body, &body); err != nil {
+			continue
+		}
+		for _, p := range paths {
+			for _, k := range valuesAt(body, strings.Split(p, ".")) {
+				if err := inc.Add(k); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return inc.AppendJSON(nil, func(key string) (query.CmpXchgValue, bool) {
+		if cluster.ValidCmpXchgKey(key) != nil {
+			return query.CmpXchgValue{}, false
+		}
+		v, ok := cl.CmpXchg(db.Name(), key)
+		return query.CmpXchgValue{Key: v.Key, Index: v.Index, Value: v.Value}, ok
+	}), nil
 }

@@ -152,7 +152,7 @@ func appendCounterDetail(buf []byte, ct *storage.Counter, full bool) []byte {
 				buf = append(buf, ',')
 			}
 			n++
-			buf = document.AppendString(buf, p.Tag+":"+strconv.FormatInt(p.Etag, 10)+"-"+p.DB)
+			buf = document.AppendString(buf, p.ValueKey())
 			buf = append(buf, ':')
 			buf = strconv.AppendInt(buf, p.Value, 10)
 		}

@@ -171,11 +171,21 @@ func (a *API) loadDocs(c echo.Context, idList []string) error {
 			return err
 		}
 	}
+	var cmpxchg []byte
+	if paths := q["cmpxchg"]; len(paths) > 0 && !metadataOnly {
+		if cmpxchg, err = a.cmpXchgIncludes(db, docs, paths); err != nil {
+			return err
+		}
+	}
 	etag := etagOf(docs, included)
+	if cmpxchg != nil {
+		// The values change without the documents: they are part of the answer's etag.
+		etag = etagWith(etag, cmpxchg)
+	}
 	if notModified(c, etag) {
 		return c.NoContent(http.StatusNotModified)
 	}
-	buf := make([]byte, 0, 256+len(docs)*512)
+	buf := make([]byte, 0, 256+len(docs)*512+len(cmpxchg))
 	buf = append(buf, `{"Results":[`...)
 	for i, d := range docs {
 		if i > 0 {
@@ -202,6 +212,10 @@ func (a *API) loadDocs(c echo.Context, idList []string) error {
 	buf = append(buf, '}')
 	if buf, err = appendCounterIncludes(ctx, db, buf, docs, q["counter"]); err != nil {
 		return err
+	}
+	if cmpxchg != nil {
+		buf = append(buf, `,"CompareExchangeValueIncludes":`...)
+		buf = append(buf, cmpxchg...)
 	}
 	buf = append(buf, '}')
 	c.Response().Header().Set("ETag", `"`+etag+`"`)

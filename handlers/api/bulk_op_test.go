@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/internal/testserver"
 )
 
@@ -97,7 +99,7 @@ func listedOps(t *testing.T, base, db string) map[int64]listedOp {
 // resume is a new operation whose result stays readable after it
 // completed, as does the killed one.
 func TestBulkResolutionIsAKillableOperation(t *testing.T) {
-	const n = 150
+	const n = 400
 	node := testserver.Start(t)
 	base := node.URL
 	httpCall(t, "PUT", base+"/admin/databases?name=c", `{"DatabaseName":"c"}`, 201, nil)
@@ -111,12 +113,27 @@ func TestBulkResolutionIsAKillableOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 1; i <= n; i++ {
-		replicated(t, db, fmt.Sprintf("orders/%d", i), fmt.Sprintf(`{"by":"B","n":%d,"@metadata":{"@collection":"Orders"}}`, i), 1000+i)
+	// B's versions arrive as one replicated batch: each id conflicts.
+	err = db.Write(context.Background(), func(tx *storage.Tx) error {
+		for i := 1; i <= n; i++ {
+			o, err := tx.ApplyReplicated(storage.Item{Type: "Put", ID: fmt.Sprintf("orders/%d", i), Collection: "Orders",
+				ChangeVector: fmt.Sprintf("B:%d-Qfo6Xn1dQEeVq0mZ1W2yXg", 1000+i), LastModified: time.Now().Add(time.Hour),
+				Body: []byte(fmt.Sprintf(`{"by":"B","n":%d,"@metadata":{"@collection":"Orders"}}`, i))})
+			if err != nil {
+				return err
+			}
+			if o != storage.Conflicted {
+				return fmt.Errorf("orders/%d: outcome %v", i, o)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	conflictsLeft := func() int64 {
 		var out struct{ TotalResults int64 }
-		httpCall(t, "GET", base+"/databases/c/replication/conflicts", "", 200, &out)
+		httpCall(t, "GET", base+"/databases/c/replication/conflicts?pageSize=1", "", 200, &out)
 		return out.TotalResults
 	}
 	if got := conflictsLeft(); got != n {
@@ -125,7 +142,7 @@ func TestBulkResolutionIsAKillableOperation(t *testing.T) {
 
 	// Each id costs the script some work: the run lasts long enough to be
 	// watched and killed in its middle.
-	script := `var x = 0; for (var i = 0; i < 20000; i++) { x += i % 7; } var d = docs[0]; d.spin = x; return d;`
+	script := `var x = 0; for (var i = 0; i < 5000; i++) { x += i % 7; } var d = docs[0]; d.spin = x; return d;`
 	body, _ := json.Marshal(map[string]any{"Strategy": "script", "Script": script})
 	var started struct {
 		ID          int64
@@ -184,11 +201,21 @@ func TestBulkResolutionIsAKillableOperation(t *testing.T) {
 	if bulk.State != "cancelled" || bulk.Done != processed || bulk.Resolved != resolved {
 		t.Fatalf("bulk operation after the kill %+v", bulk)
 	}
-	// A still-conflicted id kept both versions.
-	var versions struct{ Results []json.RawMessage }
-	httpCall(t, "GET", base+"/databases/c/replication/conflicts?docId=orders/"+fmt.Sprint(n), "", 200, &versions)
-	if len(versions.Results) != 2 {
-		t.Fatalf("orders/%d has %d versions after the kill", n, len(versions.Results))
+	// Every id still conflicted kept both versions.
+	var rest struct {
+		Results []struct {
+			Id       string
+			Versions int
+		}
+	}
+	httpCall(t, "GET", base+"/databases/c/replication/conflicts?pageSize=1000", "", 200, &rest)
+	if int64(len(rest.Results)) != n-resolved {
+		t.Fatalf("%d conflicted ids listed, want %d", len(rest.Results), n-resolved)
+	}
+	for _, r := range rest.Results {
+		if r.Versions != 2 {
+			t.Fatalf("%s has %d versions after the kill", r.Id, r.Versions)
+		}
 	}
 
 	// Resume: a new operation, which completes; both stay readable.

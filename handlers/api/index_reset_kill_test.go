@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -107,7 +108,8 @@ func TestIndexResetKillPausesTheIndex(t *testing.T) {
 		t.Fatalf("the paused index moved from etag %d: %+v", at, s)
 	}
 	page := string(httpCall(t, "GET", base+"/studio/db/db/index?name="+name, "", 200, nil))
-	if !strings.Contains(page, `data-testid="index-paused"`) || !strings.Contains(page, wantReason) || !strings.Contains(page, `data-testid="index-resume"`) {
+	if !strings.Contains(page, `data-testid="index-paused"`) || !strings.Contains(page, wantReason) || !strings.Contains(page, `data-testid="index-resume"`) ||
+		!strings.Contains(page, `data-testid="index-state" data-state="Paused"`) {
 		t.Fatalf("the studio's index page does not show the pause:\n%.4000s", page)
 	}
 
@@ -122,5 +124,37 @@ func TestIndexResetKillPausesTheIndex(t *testing.T) {
 			t.Fatal("the resumed index made no progress")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Once more, resumed from the studio's index page this time: a reset
+	// (which starts over), killed at once.
+	httpCall(t, "RESET", base+"/databases/db/indexes?name="+name, "", 204, nil)
+	var id2 int64
+	for oid, o := range listedOps(t, base, "db") {
+		if o.Kind == "IndexReset" && oid != id {
+			id2 = oid
+		}
+	}
+	if id2 == 0 {
+		t.Fatal("no second IndexReset operation")
+	}
+	httpCall(t, "POST", fmt.Sprintf("%s/databases/db/operations/kill?id=%d", base, id2), "", 204, nil)
+	if st := waitEnded(t, base, "db", id2); st.Status != "Canceled" {
+		t.Fatalf("second reset after the kill %+v", st)
+	}
+	if s := readStats(); s.Status != "Paused" || !strings.Contains(s.PauseReason, fmt.Sprintf("operation %d (IndexReset)", id2)) {
+		t.Fatalf("stats after the second kill %+v", s)
+	}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.PostForm(base+"/studio/db/db/index/resume", url.Values{"name": {"Users/Slow"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); resp.StatusCode != 303 || !strings.Contains(loc, "resumed+on+node+A") {
+		t.Fatalf("studio resume: %d %s", resp.StatusCode, loc)
+	}
+	if s := readStats(); s.Status != "Running" || s.PauseReason != "" {
+		t.Fatalf("stats after the studio's resume %+v", s)
 	}
 }

@@ -192,6 +192,7 @@ var routeRules = map[string]rule{
 	"POST /databases/:db/indexes/set-priority":        dbAdmin.audited("index.priority", ""),
 	"POST /databases/:db/admin/indexes/enable":        dbAdmin.audited("index.enable", "query:name"),
 	"POST /databases/:db/admin/indexes/disable":       dbAdmin.audited("index.disable", "query:name"),
+	"POST /databases/:db/admin/indexes/start":         dbAdmin.audited("index.resume", "query:name"),
 	"GET /databases/:db/operations/next-operation-id": dbRead,
 	"GET /databases/:db/operations/state":             dbRead,
 	"POST /databases/:db/operations/kill":             dbWrite,
@@ -335,6 +336,7 @@ var routeRules = map[string]rule{
 	"POST /studio/db/:db/index/delete":  dbAdmin.audited("index.delete", "form:name"),
 	"POST /studio/db/:db/index/disable": dbAdmin.audited("index.disable", "form:name"),
 	"POST /studio/db/:db/index/enable":  dbAdmin.audited("index.enable", "form:name"),
+	"POST /studio/db/:db/index/resume":  dbAdmin.audited("index.resume", "form:name"),
 }
 
 // permitFor is what the studio's pages may offer id: the same rules as

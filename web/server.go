@@ -495,6 +495,7 @@ func New(cfg Config) (*Server, error) {
 	s.idx = &indexes.Service{Cluster: s.cluster, Catalog: cat, Manager: s.indexes, Tracker: indexes.NewTracker(time.Now()), NodeTag: cfg.NodeTag, Log: cfg.Logger}
 	s.queries = query.NewRunner(s.idx, query.IndexLookup(s.indexes.Get), query.Options{Logger: cfg.Logger, CmpXchg: s.queryCmpXchg})
 	s.operations = operations.New(operations.Options{Describe: describeError, OnChange: func(info operations.Info) { s.hub.Notify(""); s.changesOperation(info) }})
+	s.bulk.Operations = s.operations
 	wire := &api.API{Catalog: cat, NodeTag: cfg.NodeTag, URL: s.URL, Activity: s.activity, Cluster: s.cluster, Conflicts: s.bulk, Subscriptions: s.subs,
 		Nodes: s.nodes, Audit: auditLog, ClusterSecret: sec.secretForJoiners, ServerCertificate: nodeCert, WellKnownAdmins: sec.wellKnown(), Reseed: s.Reseed, MaxDocumentSize: cfg.MaxDocumentSize, MaxAttachmentSize: cfg.MaxAttachmentSize,
 		Indexes: s.idx, Queries: s.queries, Operations: s.operations, Log: cfg.Logger, DumpDir: cfg.DumpDir, Alerts: s.watchers,

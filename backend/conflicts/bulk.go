@@ -12,6 +12,7 @@ import (
 
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/natural"
+	"github.com/rookerydb/rookery/backend/operations"
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
@@ -123,12 +124,16 @@ type Progress struct {
 	Resolved int
 	// Skipped counts the ids changed since the preview, no longer
 	// conflicted, or declined (a preview: declined, left for a person).
-	Skipped   int
-	Errors    int
-	Expired   bool   `json:",omitempty"` // a preview whose items were dropped to bound memory
-	LastError string `json:",omitempty"`
-	Started   time.Time
-	Ended     time.Time `json:",omitzero"`
+	Skipped int
+	Errors  int
+	Expired bool `json:",omitempty"` // a preview whose items were dropped to bound memory
+	// OperationID is the node's operations registry id of the resolution's
+	// latest run (each start and resume is one run: /operations/state,
+	// /operations/kill); 0 for a preview, or a manager without a registry.
+	OperationID int64  `json:",omitempty"`
+	LastError   string `json:",omitempty"`
+	Started     time.Time
+	Ended       time.Time `json:",omitzero"`
 }
 
 // Operation is a running or finished bulk resolution.
@@ -143,8 +148,12 @@ type Operation struct {
 	pinned []string
 	pos    int
 	items  []PreviewItem // a preview's decisions
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel func()
+	// kill is set by Cancel: a run registered in the operations registry
+	// that starts after it kills itself (Cancel came before the registry
+	// knew the run).
+	kill bool
+	done chan struct{}
 }
 
 // Items returns a finished preview's decisions in natural id order (nil
@@ -185,6 +194,12 @@ type Manager struct {
 	Auto     *Auto // for the configured strategy
 	Chunk    int   // ids per transaction (256 when 0)
 	OnChange func(database string)
+	// Operations, when set, registers every run of a resolution (not of a
+	// preview) as an operation of kind OperationKind: listed with the
+	// database's operations, its RunProgress readable in /operations/state
+	// while it runs and after it ends, killed by /operations/kill (which is
+	// what Cancel does then).
+	Operations *operations.Registry
 	// KeepPreviews is how many finished previews keep their decisions
 	// (DefaultKeepPreviews when 0); an older one must be run again.
 	KeepPreviews int
@@ -453,36 +468,125 @@ func (m *Manager) List(database string) []Progress {
 }
 
 func (o *Operation) start() {
-	ctx, cancel := context.WithCancel(context.Background())
 	o.mu.Lock()
 	o.p.State, o.p.Ended = Running, time.Time{}
-	o.cancel = cancel
+	o.kill = false
 	o.done = make(chan struct{})
-	done := o.done
-	o.mu.Unlock()
-	go func() {
-		defer close(done)
-		defer cancel()
-		err := o.run(ctx)
-		o.mu.Lock()
-		switch {
-		case errors.Is(err, context.Canceled):
-			o.p.State = Cancelled
-		case err != nil:
-			o.p.State, o.p.LastError = Failed, err.Error()
-		default:
-			o.p.State = Done
-		}
-		o.p.Ended = time.Now().UTC()
+	done, db := o.done, o.p.Database
+	reg := o.m.Operations
+	if o.p.Kind != KindResolve {
+		reg = nil
+	}
+	if reg == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		o.cancel = cancel
 		o.mu.Unlock()
-		o.m.changed(o.p.Database)
-	}()
+		go func() {
+			defer close(done)
+			defer cancel()
+			o.finish(o.run(ctx, nil))
+		}()
+		return
+	}
+	// The id is taken before the run is registered, so Cancel can always
+	// name it.
+	id := reg.NextID()
+	o.p.OperationID = id
+	o.cancel = func() { _ = reg.Kill(db, id) }
+	desc := o.describeLocked()
+	o.mu.Unlock()
+	_, err := reg.Start(db, id, OperationKind, desc, true, func(ctx context.Context, p *operations.Progress) (any, error) {
+		defer close(done)
+		o.mu.Lock()
+		kill := o.kill
+		o.mu.Unlock()
+		if kill {
+			_ = reg.Kill(db, id)
+		}
+		err := o.run(ctx, p)
+		res := o.finish(err)
+		if err != nil {
+			return nil, err
+		}
+		res.Message = fmt.Sprintf("Resolved %d of %d conflicted ids (%d skipped, %d errors).", res.Resolved, res.Total, res.Skipped, res.Errors)
+		return res, nil
+	})
+	if err != nil { // not registered: the run never started
+		o.finish(err)
+		close(done)
+	}
 }
 
-// Cancel stops a running operation after the chunk in flight; it can be
-// resumed.
+// OperationKind is the kind of a resolution's runs in the operations
+// registry (Manager.Operations).
+const OperationKind = "BulkConflictResolution"
+
+// RunProgress is a resolution's progress in the operations registry, the
+// Processed/Total shape the clients read, and its result once it completed
+// (with Message). The counts are the operation's: a resumed operation's
+// include its earlier runs.
+type RunProgress struct {
+	Processed int // ids looked at
+	Total     int // conflicted ids in scope when the operation started
+	Resolved  int
+	Skipped   int // changed since the preview, no longer conflicted, declined
+	Errors    int
+	LastError string `json:",omitempty"`
+	// Operation is the bulk operation's number (GET
+	// /databases/{db}/conflicts/operations/{Operation}).
+	Operation int64
+	Message   string `json:",omitempty"`
+}
+
+func (o *Operation) runProgressLocked() RunProgress {
+	return RunProgress{Processed: o.p.Done, Total: o.p.Total, Resolved: o.p.Resolved, Skipped: o.p.Skipped, Errors: o.p.Errors,
+		LastError: o.p.LastError, Operation: o.p.ID}
+}
+
+// describeLocked is the run's description in the operations registry.
+func (o *Operation) describeLocked() string {
+	s := o.p.Spec
+	scope := "every conflict"
+	switch {
+	case s.Expected != nil:
+		scope = fmt.Sprintf("%d previewed ids", len(s.Expected))
+	case len(s.Scope.IDs) > 0:
+		scope = fmt.Sprintf("%d chosen ids", len(s.Scope.IDs))
+	case s.Scope.Collection != "" && s.Scope.Prefix != "":
+		scope = fmt.Sprintf("collection %s, ids starting with %q", s.Scope.Collection, s.Scope.Prefix)
+	case s.Scope.Collection != "":
+		scope = "collection " + s.Scope.Collection
+	case s.Scope.Prefix != "":
+		scope = fmt.Sprintf("ids starting with %q", s.Scope.Prefix)
+	}
+	return fmt.Sprintf("conflict resolution %d (%s) on %s", o.p.ID, s.Strategy, scope)
+}
+
+// finish records how a run ended and tells OnChange.
+func (o *Operation) finish(err error) RunProgress {
+	o.mu.Lock()
+	switch {
+	case errors.Is(err, context.Canceled):
+		o.p.State = Cancelled
+	case err != nil:
+		o.p.State, o.p.LastError = Failed, err.Error()
+	default:
+		o.p.State = Done
+	}
+	o.p.Ended = time.Now().UTC()
+	res, db := o.runProgressLocked(), o.p.Database
+	o.mu.Unlock()
+	o.m.changed(db)
+	return res
+}
+
+// Cancel stops a running operation between two ids: the ids already
+// handled stay resolved (their writes in flight complete), the others are
+// not touched; it can be resumed. A registered run is killed through the
+// registry, so it ends Canceled there too.
 func (o *Operation) Cancel() {
 	o.mu.Lock()
+	o.kill = true
 	cancel := o.cancel
 	o.mu.Unlock()
 	if cancel != nil {
@@ -494,6 +598,9 @@ func (o *Operation) Cancel() {
 func (o *Operation) Resume() error {
 	o.mu.Lock()
 	state := o.p.State
+	if state != Running && state != Done {
+		o.p.State = Running // a second Resume meanwhile is refused
+	}
 	o.mu.Unlock()
 	if state == Running || state == Done {
 		return dberr.New(dberr.BadRequest, "operation %d is %s; only a cancelled or failed operation can be resumed", o.p.ID, state)
@@ -530,15 +637,22 @@ func (o *Operation) nextChunk(ctx context.Context, spec Spec, chunk int) ([]stri
 // id as its own write request, so group commit puts a chunk in one
 // transaction while each id stays atomic: it resolves only if its versions
 // are still the ones decided on. A preview only decides, and keeps each
-// decision (without bodies).
-func (o *Operation) run(ctx context.Context) error {
+// decision (without bodies). A cancelled ctx stops it between two ids: the
+// writes already submitted complete and are counted, the cursor stays after
+// the last id handled, and it returns ctx.Err(). p, when not nil, hears the
+// progress after every chunk (the operations registry).
+func (o *Operation) run(ctx context.Context, p *operations.Progress) error {
 	chunk := o.m.Chunk
 	if chunk <= 0 {
 		chunk = 256
 	}
 	o.mu.Lock()
-	spec, kind := o.p.Spec, o.p.Kind
+	spec, kind, db := o.p.Spec, o.p.Kind, o.p.Database
+	rp := o.runProgressLocked()
 	o.mu.Unlock()
+	if p != nil {
+		p.Set(rp)
+	}
 	by := fmt.Sprintf("bulk operation %d", o.p.ID)
 	if spec.By != "" {
 		by += " (" + spec.By + ")"
@@ -549,7 +663,7 @@ func (o *Operation) run(ctx context.Context) error {
 		}
 		ids, last, pos, err := o.nextChunk(ctx, spec, chunk)
 		if err != nil {
-			return err
+			return stopErr(ctx, err)
 		}
 		if len(ids) == 0 {
 			if kind == KindPreview {
@@ -563,28 +677,37 @@ func (o *Operation) run(ctx context.Context) error {
 		}
 		versions, err := o.store.ConflictVersions(ctx, ids)
 		if err != nil {
-			return err
+			return stopErr(ctx, err)
 		}
-		var resolved, skipped, failed int
+		var resolved, skipped, failed, handled int
 		var lastErr string
 		var items []PreviewItem
 		var wg sync.WaitGroup
 		var mu sync.Mutex
+		stopped := false
 		for _, id := range ids {
+			if ctx.Err() != nil {
+				stopped = true
+				break
+			}
 			vs := versions[storage.LowerID(id)]
 			fp := storage.Fingerprint(vs)
 			if want, ok := spec.expected(id); ok && want != fp {
+				handled++
 				skipped++ // changed since the preview
 				continue
 			}
 			if len(vs) == 0 {
+				handled++
 				skipped++ // resolved meanwhile
 				continue
 			}
 			strategy, d, err := o.m.decide(ctx, o.store, spec, vs)
 			if err != nil && ctx.Err() != nil {
-				return ctx.Err()
+				stopped = true // interrupted: this id is not handled
+				break
 			}
+			handled++
 			if kind == KindPreview {
 				it := previewItem(vs, fp, strategy, d, err)
 				switch it.Outcome() {
@@ -632,18 +755,41 @@ func (o *Operation) run(ctx context.Context) error {
 		}
 		wg.Wait()
 		o.mu.Lock()
-		o.cursor, o.pos = last, pos
+		switch {
+		case handled == len(ids):
+			o.cursor, o.pos = last, pos
+		case handled > 0 && o.pinned != nil:
+			o.pos = pos - len(ids) + handled
+		case handled > 0:
+			o.cursor = storage.LowerID(ids[handled-1])
+		}
 		o.items = append(o.items, items...)
-		o.p.Done += len(ids)
+		o.p.Done += handled
 		o.p.Resolved += resolved
 		o.p.Skipped += skipped
 		o.p.Errors += failed
 		if lastErr != "" {
 			o.p.LastError = lastErr
 		}
+		rp := o.runProgressLocked()
 		o.mu.Unlock()
-		o.m.changed(o.p.Database)
+		if p != nil {
+			p.Set(rp)
+		}
+		o.m.changed(db)
+		if stopped {
+			return ctx.Err()
+		}
 	}
+}
+
+// stopErr is err, or ctx's error when ctx ended (a read cut short by a
+// cancel is a cancel, not a failure).
+func stopErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // previewItem records one decision without the bodies.

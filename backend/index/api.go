@@ -71,7 +71,14 @@ type Event struct {
 //	    Stops the writer (finishing the transaction in flight) and closes the file.
 //	(*Index) Reset() error
 //	    Drops every entry, reference and etag and indexes from scratch
-//	    (clears StateError and the error list).
+//	    (clears StateError, the error list and a pause).
+//	(*Index) Pause(reason string) error
+//	    Stops this node's indexing of it between two documents (the
+//	    transaction in flight rolls back) until Resume or Reset; the reason
+//	    is persisted in the file, listed in the stale reasons ("Indexing is
+//	    paused on this node: ...") and in Stats.Paused.
+//	(*Index) Resume() (bool, error)   ends a pause (false: it was not paused)
+//	(*Index) PauseReason() string     "" when not paused
 //	(*Index) Name() string
 //	(*Index) Definition() Definition
 //	(*Index) Wake()
@@ -192,6 +199,9 @@ type Stats struct {
 	Name  string
 	Type  string
 	State string // Normal, Idle, Disabled, Error
+	// Paused is why indexing is paused on this node (Index.Pause), "" when
+	// it is not; the State stays the definition's.
+	Paused string
 	// Entries: map indexes: index entries (one document may make several);
 	// map-reduce: reduced rows.
 	EntriesCount int64

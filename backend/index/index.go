@@ -78,12 +78,18 @@ type Index struct {
 	entries      int64
 	state        string // "" (as defined), StateError
 	stateReason  string
+	// pauseReason: indexing is paused on this node (Pause) and why; kept
+	// in the file's meta ("paused"), so it outlives a restart.
+	pauseReason  string
 	errs         []IndexingError
 	created      time.Time
 	lastIndexing time.Time
 	progress     chan struct{} // closed and replaced after every commit
 	interest     map[string]bool
 
+	// ctlMu serialises Reset, Pause, Resume and Close, which stop or
+	// restart the writer.
+	ctlMu   sync.Mutex
 	wake    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
@@ -317,6 +323,7 @@ func (ix *Index) load() error {
 	if meta["error_state"] != "" {
 		ix.state, ix.stateReason = StateError, meta["error_state"]
 	}
+	ix.pauseReason = meta["paused"]
 	ix.fields = map[string]*field{}
 	ix.byCol = nil
 	rows, err := ix.w.Query(`SELECT name, col, search, multi FROM fields ORDER BY col`)
@@ -528,6 +535,8 @@ func (ix *Index) Close() error {
 	if ix.closed.Swap(true) {
 		return nil
 	}
+	ix.ctlMu.Lock()
+	defer ix.ctlMu.Unlock()
 	ix.stopWorker()
 	ix.connMu.Lock()
 	defer ix.connMu.Unlock()
@@ -542,8 +551,11 @@ func (ix *Index) closeFile(clean bool) error {
 	return errors.Join(ix.r.Close(), ix.w.Close())
 }
 
-// Reset drops everything and indexes from scratch.
+// Reset drops everything and indexes from scratch (a pause goes with the
+// file).
 func (ix *Index) Reset() error {
+	ix.ctlMu.Lock()
+	defer ix.ctlMu.Unlock()
 	if ix.closed.Load() {
 		return dberr.New(dberr.InvalidOperation, "index '%s' is closed", ix.def.Name)
 	}
@@ -561,6 +573,60 @@ func (ix *Index) Reset() error {
 	}
 	ix.start()
 	return nil
+}
+
+// Pause stops this node's indexing of the index until Resume or Reset: the
+// writer stops between two documents and the transaction in flight is
+// rolled back, so the index stays as of its last commit (consistent, only
+// behind). The reason is kept in the index file, shows in the stale
+// reasons and Stats.Paused, and makes WaitNonStale fail at once.
+func (ix *Index) Pause(reason string) error {
+	ix.ctlMu.Lock()
+	defer ix.ctlMu.Unlock()
+	if ix.closed.Load() {
+		return dberr.New(dberr.InvalidOperation, "index '%s' is closed", ix.def.Name)
+	}
+	if reason == "" {
+		reason = "paused"
+	}
+	ix.mu.Lock()
+	ix.pauseReason = reason
+	ix.mu.Unlock()
+	ix.stopWorker()
+	ix.connMu.RLock()
+	_, err := ix.w.Exec(sqlSetMeta, "paused", reason)
+	ix.connMu.RUnlock()
+	ix.start() // it idles while paused
+	return err
+}
+
+// Resume ends a pause: indexing continues where it stopped. It tells
+// whether the index was paused (one that was not is left alone).
+func (ix *Index) Resume() (bool, error) {
+	ix.ctlMu.Lock()
+	defer ix.ctlMu.Unlock()
+	if ix.closed.Load() {
+		return false, dberr.New(dberr.InvalidOperation, "index '%s' is closed", ix.def.Name)
+	}
+	ix.mu.Lock()
+	was := ix.pauseReason != ""
+	ix.pauseReason = ""
+	ix.mu.Unlock()
+	if !was {
+		return false, nil
+	}
+	ix.connMu.RLock()
+	_, err := ix.w.Exec(`DELETE FROM meta WHERE key = 'paused'`)
+	ix.connMu.RUnlock()
+	ix.Wake()
+	return true, err
+}
+
+// PauseReason is why indexing is paused on this node ("" when it is not).
+func (ix *Index) PauseReason() string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.pauseReason
 }
 
 // MarkQueried records the last query time.
@@ -628,7 +694,7 @@ func (ix *Index) setDefinitionState(d Definition) {
 func (ix *Index) paused() bool {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return ix.state == StateError || ix.def.State == StateDisabled
+	return ix.state == StateError || ix.def.State == StateDisabled || ix.pauseReason != ""
 }
 
 // LastIndexedEtag is the highest etag processed in any source collection.
@@ -683,7 +749,7 @@ func (ix *Index) Stale(ctx context.Context) (bool, []string) {
 
 func (ix *Index) staleReasons(ctx context.Context, cutoff int64) []string {
 	ix.mu.RLock()
-	state, reason, defState := ix.state, ix.stateReason, ix.def.State
+	state, reason, defState, pause := ix.state, ix.stateReason, ix.def.State, ix.pauseReason
 	etags := make(map[string]collEtags, len(ix.etags))
 	for k, v := range ix.etags {
 		etags[k] = v
@@ -699,6 +765,9 @@ func (ix *Index) staleReasons(ctx context.Context, cutoff int64) []string {
 	}
 	if defState == StateDisabled {
 		out = append(out, "The index is disabled")
+	}
+	if pause != "" {
+		out = append(out, "Indexing is paused on this node: "+pause)
 	}
 	keys := make([]string, 0, len(etags))
 	for k := range etags {
@@ -812,6 +881,7 @@ func (ix *Index) Stats() Stats {
 		CreatedTimestamp:      ix.created,
 		LastIndexingTime:      ix.lastIndexing,
 		LastQueryingTime:      ix.LastQueried(),
+		Paused:                ix.pauseReason,
 	}
 	etags := make([]collEtags, 0, len(ix.etags))
 	for _, e := range ix.etags {

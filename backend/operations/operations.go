@@ -1,5 +1,6 @@
 // Package operations runs a node's long jobs (patch and delete by query,
-// index resets, and later imports, exports and bulk resolutions) as
+// index resets, imports, exports, revision reverts and bulk conflict
+// resolutions) as
 // operations a client can follow: each has an id, a state with progress
 // and a result, can be killed, and stays readable for a while after it ends,
 // because the RavenDB clients poll /operations/state until they see it
@@ -55,7 +56,7 @@ type ExceptionResult struct {
 type Info struct {
 	ID          int64
 	Database    string // "" for a server-wide operation
-	Kind        string // e.g. "DeleteByQuery", "UpdateByQuery", "IndexReset"
+	Kind        string // e.g. "DeleteByQuery", "UpdateByQuery", "IndexReset", "BulkConflictResolution"
 	Description string
 	Started     time.Time
 	Ended       time.Time // zero while it runs
@@ -63,10 +64,24 @@ type Info struct {
 	State       State
 }
 
+// ErrKilled is the cause (context.Cause) of a job's context when the
+// operation was killed (Kill); a registry closing cancels its jobs with
+// plain context.Canceled instead.
+var ErrKilled = errors.New("the operation was killed")
+
+// Killed tells a job whether its context ended because the operation was
+// killed, as opposed to the node shutting down (Close): a job that leaves
+// something behind on a kill (a paused index) must not do so on a
+// shutdown.
+func Killed(ctx context.Context) bool { return errors.Is(context.Cause(ctx), ErrKilled) }
+
 // Progress is how a running job reports how far it got.
 type Progress struct {
 	op *op
 }
+
+// ID is the operation's id.
+func (p *Progress) ID() int64 { return p.op.info.ID }
 
 // Set replaces the job's progress (a value that marshals to the client's
 // progress shape, e.g. {"Processed":n,"Total":m}).
@@ -99,7 +114,7 @@ type op struct {
 	info             Info
 	status           string
 	progress, result any
-	cancel           context.CancelFunc
+	cancel           context.CancelCauseFunc
 	done             chan struct{}
 }
 
@@ -164,7 +179,7 @@ func (r *Registry) Start(db string, id int64, kind, description string, killable
 	} else if id > r.next {
 		r.next = id
 	}
-	ctx, cancel := context.WithCancel(r.base)
+	ctx, cancel := context.WithCancelCause(r.base)
 	o := &op{r: r, status: InProgress, cancel: cancel, done: make(chan struct{}),
 		info: Info{ID: id, Database: db, Kind: kind, Description: description, Started: r.opts.Now().UTC(), Killable: killable}}
 	r.ops[id] = o
@@ -198,7 +213,7 @@ func (r *Registry) run(ctx context.Context, o *op, job Job) {
 		o.status, o.result = Faulted, e
 	}
 	o.info.Ended = r.opts.Now().UTC()
-	o.cancel()
+	o.cancel(nil)
 	r.mu.Unlock()
 	r.changed(o)
 }
@@ -289,7 +304,7 @@ func (r *Registry) Kill(db string, id int64) error {
 	if !o.info.Killable {
 		return dberr.New(dberr.InvalidOperation, "Operation %d (%s) cannot be killed.", id, o.info.Kind)
 	}
-	o.cancel()
+	o.cancel(ErrKilled)
 	return nil
 }
 

@@ -188,3 +188,36 @@ func TestRunningAcrossDatabases(t *testing.T) {
 		t.Fatalf("after all ended: %+v", got)
 	}
 }
+
+// A job tells a kill from the registry closing (Killed), and knows its id.
+func TestKilledIsNotClosed(t *testing.T) {
+	r := New(Options{})
+	type seen struct {
+		id     int64
+		killed bool
+	}
+	ended := make(chan seen, 2)
+	job := func(ctx context.Context, p *Progress) (any, error) {
+		<-ctx.Done()
+		ended <- seen{p.ID(), Killed(ctx)}
+		return nil, ctx.Err()
+	}
+	killed, _ := r.Start("db", 0, "X", "", true, job)
+	closed, _ := r.Start("db", 0, "X", "", true, job)
+	if err := r.Kill("db", killed); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-ended; s.id != killed || !s.killed {
+		t.Fatalf("killed job saw %+v, want id %d killed", s, killed)
+	}
+	if st := wait(t, r, "db", killed); st.Status != Canceled {
+		t.Fatalf("killed: %+v", st)
+	}
+	r.Close()
+	if s := <-ended; s.id != closed || s.killed {
+		t.Fatalf("job of a closing registry saw %+v, want id %d not killed", s, closed)
+	}
+	if st, err := r.State("db", closed); err != nil || st.Status != Canceled {
+		t.Fatalf("closed: %+v %v", st, err)
+	}
+}

@@ -34,6 +34,7 @@ func (a *API) registerIndexes(e *echo.Echo, g *echo.Group) {
 	g.POST("/indexes/set-priority", a.setIndexesPriority)
 	g.POST("/admin/indexes/enable", a.enableIndex)
 	g.POST("/admin/indexes/disable", a.disableIndex)
+	g.POST("/admin/indexes/start", a.startIndexing)
 }
 
 // maxIndexBody bounds a PUT /indexes body.
@@ -311,10 +312,7 @@ func wireStats(db *storage.DB, ix *index.Index) map[string]any {
 		colls[name] = map[string]int64{"LastProcessedDocumentEtag": cs.LastProcessedDocumentEtag, "LastProcessedTombstoneEtag": cs.LastProcessedTombstoneEtag,
 			"DocumentLag": cs.DocumentLag, "TombstoneLag": cs.TombstoneLag}
 	}
-	status := "Running"
-	if s.State == index.StateDisabled {
-		status = "Disabled"
-	}
+	status := runningStatus(s.State, s.Paused)
 	return map[string]any{
 		"Name": s.Name, "MapAttempts": s.MapAttempts, "MapSuccesses": s.MapSuccesses, "MapErrors": s.MapErrors,
 		"MapReferenceAttempts": s.MapReferenceAttempts, "MapReferenceSuccesses": s.MapReferenceSuccesses, "MapReferenceErrors": s.MapReferenceErrors,
@@ -325,8 +323,21 @@ func wireStats(db *storage.DB, ix *index.Index) map[string]any {
 		"LockMode": orDefault(d.LockMode, "Unlock"), "Type": s.Type, "SourceType": "Documents", "SearchEngineType": "None",
 		"Status": status, "EntriesCount": s.EntriesCount, "ErrorsCount": s.ErrorsCount,
 		"ReferencesHeld": s.ReferencesHeld, "References": s.References, "StaleReasons": s.StaleReasons, "SizeOnDisk": s.SizeOnDisk,
-		"NodeTag": "",
+		"NodeTag": "", "PauseReason": s.Paused,
 	}
+}
+
+// runningStatus is an index's IndexRunningStatus: Disabled (everywhere,
+// through the cluster), Paused (on this node: a killed reset's rebuild) or
+// Running.
+func runningStatus(state, paused string) string {
+	switch {
+	case state == index.StateDisabled:
+		return "Disabled"
+	case paused != "":
+		return "Paused"
+	}
+	return "Running"
 }
 
 func (a *API) indexStats(c echo.Context) error {
@@ -390,11 +401,7 @@ func (a *API) indexingStatus(c echo.Context) error {
 	type st struct{ Name, Status string }
 	out := make([]st, len(ixs))
 	for i, ix := range ixs {
-		s := "Running"
-		if ix.State() == index.StateDisabled {
-			s = "Disabled"
-		}
-		out[i] = st{Name: ix.Name(), Status: s}
+		out[i] = st{Name: ix.Name(), Status: runningStatus(ix.State(), ix.PauseReason())}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return writeJSON(c, http.StatusOK, map[string]any{"Status": "Running", "Indexes": out})
@@ -490,6 +497,23 @@ func (a *API) setIndexState(c echo.Context, state string) error {
 	}
 	if err := a.Indexes.Set(c.Request().Context(), c.Param("db"), []string{name}, "State", state, who(c)); err != nil {
 		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// startIndexing is POST /admin/indexes/start (the clients'
+// StartIndexOperation with ?name=, StartIndexingOperation without): it
+// resumes the indexes paused on this node (a killed reset's rebuild
+// continues where it stopped); the others are left as they are.
+func (a *API) startIndexing(c echo.Context) error {
+	ixs, err := a.openIndexes(c)
+	if err != nil {
+		return err
+	}
+	for _, ix := range ixs {
+		if _, err := ix.Resume(); err != nil {
+			return err
+		}
 	}
 	return c.NoContent(http.StatusNoContent)
 }

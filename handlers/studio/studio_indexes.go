@@ -44,6 +44,7 @@ func (s *Studio) registerIndexes(g *echo.Group) {
 	g.POST("/index/delete", s.indexDelete)
 	g.POST("/index/disable", s.indexState)
 	g.POST("/index/enable", s.indexState)
+	g.POST("/index/resume", s.indexResume)
 	s.addLive("indexes", s.indexesLive, true)
 	s.addLive("index", s.indexLive, true)
 }
@@ -161,6 +162,8 @@ func (s *Studio) indexRow(ctx context.Context, db *storage.DB, rec cluster.Index
 		row.Stats = st
 		if st.State == index.StateError {
 			row.State = index.StateError
+		} else if st.Paused != "" && row.State == index.StateNormal {
+			row.State = indexPaused
 		}
 		row.LastQuery = st.LastQueryingTime
 		for _, name := range sortedKeys(st.Collections) {
@@ -365,6 +368,34 @@ func (s *Studio) indexReset(c echo.Context) error {
 		return redirectFlash(c, back, err.Error(), true)
 	}
 	return redirectFlash(c, back, "Index "+rec.Name+" reset on node "+s.NodeTag+": it indexes from scratch here (the other nodes keep their copies).", false)
+}
+
+// indexPaused is the state the studio shows for an index paused on this
+// node (a killed reset's rebuild): the cluster's state stays Normal.
+const indexPaused = "Paused"
+
+// indexResume serves POST /studio/db/{db}/index/resume: this node's copy of
+// a paused index indexes again from where it stopped.
+func (s *Studio) indexResume(c echo.Context) error {
+	db, rec, back, err := s.indexAction(c)
+	if db == nil {
+		return err
+	}
+	if s.Indexes == nil {
+		return redirectFlash(c, back, errNoIndexes.Error(), true)
+	}
+	ix, ok := s.Indexes.Get(db.Name(), rec.Name)
+	if !ok {
+		return redirectFlash(c, back, "Index "+rec.Name+" is not open on node "+s.NodeTag+"; nothing was resumed.", true)
+	}
+	was, err := ix.Resume()
+	switch {
+	case err != nil:
+		return redirectFlash(c, back, err.Error(), true)
+	case !was:
+		return redirectFlash(c, back, "Index "+rec.Name+" was not paused on node "+s.NodeTag+"; nothing was changed.", false)
+	}
+	return redirectFlash(c, back, "Index "+rec.Name+" resumed on node "+s.NodeTag+": it indexes again from where it stopped.", false)
 }
 
 // indexDelete serves POST /studio/db/{db}/index/delete: the name typed

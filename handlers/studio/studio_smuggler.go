@@ -18,6 +18,7 @@ import (
 
 	"github.com/rookerydb/rookery/backend/auth"
 	"github.com/rookerydb/rookery/backend/cluster"
+	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/operations"
 	"github.com/rookerydb/rookery/backend/smuggler"
@@ -523,6 +524,15 @@ func (s *Studio) runningOps(ctx context.Context) []views.RunningOp {
 			}
 			r.Figures = views.Num(int64(done)) + " databases done"
 			r.Link = "/studio/smuggler#op-" + strconv.FormatInt(info.ID, 10)
+		case conflicts.OperationKind:
+			r.Label = "Conflict resolution · " + info.Database
+			if rp, ok := info.State.Progress.(conflicts.RunProgress); ok {
+				if rp.Total > 0 {
+					r.Known, r.Percent = true, min(100, rp.Processed*100/rp.Total)
+				}
+				r.Figures = views.Num(int64(rp.Resolved)) + " resolved, " + views.Num(int64(rp.Processed)) + " of " + views.Num(int64(rp.Total)) + " looked at"
+				r.Link = string(views.DBURL(info.Database, "conflicts")) + "#op-" + strconv.FormatInt(rp.Operation, 10)
+			}
 		default:
 			r.Label = info.Kind
 			if info.Database != "" {

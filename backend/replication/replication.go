@@ -40,6 +40,7 @@ type message struct {
 	Database     string `json:",omitempty"`
 	SourceID     string `json:",omitempty"` // the sender's database id
 	SourceTag    string `json:",omitempty"`
+	After        int64  `json:",omitempty"` // batch: the position it was read after
 	LastEtag     int64  `json:",omitempty"` // batch: the last source etag it covers
 	Accepted     int64  `json:",omitempty"` // position/ack: last source etag accepted
 	ChangeVector string `json:",omitempty"` // the receiver's database vector
@@ -385,7 +386,7 @@ func recv(ctx context.Context, c Conn) (message, error) {
 	}
 	if isBatch(b) {
 		m.Type = typeBatch
-		m.LastEtag, m.Items, err = decodeBatch(b)
+		m.After, m.LastEtag, m.Items, err = decodeBatch(b)
 		return m, err
 	}
 	// A control message holds a change vector and a short error at most.
@@ -588,7 +589,7 @@ func (s *Sender) session(ctx context.Context) (connected bool, err error) {
 			}
 			continue
 		}
-		enc.last = last
+		enc.after, enc.last = sent, last
 		if err := conn.Send(sctx, enc.bytes()); err != nil {
 			return true, broken(err)
 		}
@@ -741,6 +742,7 @@ func Receive(ctx context.Context, conn Conn, lookup func(name string) (*storage.
 		return err
 	}
 	written := int64(0) // the last etag of the last batch this connection wrote
+	expect := accepted  // where the next batch must start
 	for {
 		m, err := recv(ctx, conn)
 		if err != nil {
@@ -755,6 +757,16 @@ func Receive(ctx context.Context, conn Conn, lookup func(name string) (*storage.
 		switch m.Type {
 		case typeHeartbeat:
 		case typeBatch:
+			// Batches must follow each other: one that does not start
+			// where the previous one ended (or at the handshake's
+			// position) means a batch went missing on the way, and
+			// applying this one would move the position past its items
+			// for good. Failing the connection makes the sender resend
+			// from this side's position.
+			if m.After != expect {
+				return fail(fmt.Errorf("a batch is missing: this one starts after etag %d, the previous one ended at %d", m.After, expect))
+			}
+			expect = m.LastEtag
 			p.last = m.LastEtag
 			if hasAll(db, m.Items) {
 				// Everything in it is here already (it came by another

@@ -37,7 +37,7 @@ func TestBatchRoundTrip(t *testing.T) {
 		if !isBatch(msg) {
 			t.Fatal("not recognised as a batch")
 		}
-		last, got, err := decodeBatch(msg)
+		_, last, got, err := decodeBatch(msg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func TestBatchRoundTrip(t *testing.T) {
 	// An empty batch (every item skipped) still carries its position.
 	enc.reset()
 	enc.last = 99
-	last, got, err := decodeBatch(enc.bytes())
+	_, last, got, err := decodeBatch(enc.bytes())
 	if err != nil || last != 99 || len(got) != 0 {
 		t.Fatalf("empty batch: %d %d %v", last, len(got), err)
 	}
@@ -72,17 +72,17 @@ func TestBatchDamaged(t *testing.T) {
 	enc.last = 1
 	msg := append([]byte(nil), enc.bytes()...)
 	for cut := 0; cut < len(msg); cut++ {
-		if _, _, err := decodeBatch(msg[:cut]); err == nil {
+		if _, _, _, err := decodeBatch(msg[:cut]); err == nil {
 			t.Fatalf("a batch cut to %d of %d bytes decoded", cut, len(msg))
 		}
 	}
-	if _, _, err := decodeBatch(append(append([]byte(nil), msg...), 0)); err == nil {
+	if _, _, _, err := decodeBatch(append(append([]byte(nil), msg...), 0)); err == nil {
 		t.Fatal("trailing bytes accepted")
 	}
 	for i := batchHeader; i < len(msg); i++ {
 		bad := append([]byte(nil), msg...)
 		bad[i] = 0xff
-		_, _, _ = decodeBatch(bad) // must not panic
+		_, _, _, _ = decodeBatch(bad) // must not panic
 	}
 }
 
@@ -105,7 +105,7 @@ func FuzzDecodeBatch(f *testing.F) {
 	enc.add(&rev)
 	f.Add(append([]byte(nil), enc.bytes()...))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		last, items, err := decodeBatch(b)
+		_, last, items, err := decodeBatch(b)
 		if err != nil {
 			return
 		}
@@ -119,7 +119,7 @@ func FuzzDecodeBatch(f *testing.F) {
 		if !bytes.Equal(again.bytes(), b) {
 			// Re-encoding writes canonical varints and kinds; a
 			// non-canonical input may differ but must decode the same.
-			l2, items2, err := decodeBatch(again.bytes())
+			_, l2, items2, err := decodeBatch(again.bytes())
 			if err != nil || l2 != last || fmt.Sprint(items2) != fmt.Sprint(items) {
 				t.Fatalf("re-encoding changed the batch")
 			}
@@ -246,13 +246,13 @@ func (p *pipe) Recv(ctx context.Context) ([]byte, error) {
 
 func (p *pipe) Close() error { return nil }
 
-func batchOf(last int64, items ...storage.Item) []byte {
+func batchOf(after, last int64, items ...storage.Item) []byte {
 	var enc batchEncoder
 	enc.reset()
 	for i := range items {
 		enc.add(&items[i])
 	}
-	enc.last = last
+	enc.after, enc.last = after, last
 	return append([]byte(nil), enc.bytes()...)
 }
 
@@ -305,7 +305,7 @@ func TestReceivePipelined(t *testing.T) {
 	ctx := context.Background()
 	c, db, _ := receiver(t)
 	for i := int64(1); i <= 3; i++ {
-		if err := c.Send(ctx, batchOf(i*10, item(fmt.Sprintf("items/%d", i), fmt.Sprintf("A:%d-srcdbid", i*10), i*10))); err != nil {
+		if err := c.Send(ctx, batchOf((i-1)*10, i*10, item(fmt.Sprintf("items/%d", i), fmt.Sprintf("A:%d-srcdbid", i*10), i*10))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -320,7 +320,7 @@ func TestReceivePipelined(t *testing.T) {
 	}
 	writes := db.Writes()
 	// The same item again, under a later position: nothing to write.
-	if err := c.Send(ctx, batchOf(40, item("items/3", "A:30-srcdbid", 40))); err != nil {
+	if err := c.Send(ctx, batchOf(30, 40, item("items/3", "A:30-srcdbid", 40))); err != nil {
 		t.Fatal(err)
 	}
 	if ack, err := recv(ctx, c); err != nil || ack.Accepted != 40 {
@@ -330,7 +330,7 @@ func TestReceivePipelined(t *testing.T) {
 		t.Fatalf("a known batch was written: position %d, writes %d→%d", at, writes, db.Writes())
 	}
 	// The next batch that writes stores the later position.
-	if err := c.Send(ctx, batchOf(50, item("items/5", "A:50-srcdbid", 50))); err != nil {
+	if err := c.Send(ctx, batchOf(40, 50, item("items/5", "A:50-srcdbid", 50))); err != nil {
 		t.Fatal(err)
 	}
 	if ack, err := recv(ctx, c); err != nil || ack.Accepted != 50 {
@@ -341,16 +341,49 @@ func TestReceivePipelined(t *testing.T) {
 	}
 }
 
+// A batch that does not start where the previous one ended (one went
+// missing on the way: the fault proxy's Drop mode loses whole messages)
+// ends the connection, and the position stays before the missing items, so
+// a reconnecting sender resends them.
+func TestReceiveRefusesAGap(t *testing.T) {
+	ctx := context.Background()
+	c, db, done := receiver(t)
+	if err := c.Send(ctx, batchOf(0, 10, item("items/1", "A:10-srcdbid", 10))); err != nil {
+		t.Fatal(err)
+	}
+	if ack, err := recv(ctx, c); err != nil || ack.Accepted != 10 {
+		t.Fatalf("ack: %+v %v", ack, err)
+	}
+	// The batch (10, 20] is lost; (20, 30] arrives.
+	if err := c.Send(ctx, batchOf(20, 30, item("items/3", "A:30-srcdbid", 30))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "a batch is missing") {
+			t.Fatalf("Receive ended with %v, want a missing batch", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Receive accepted a batch after a gap")
+	}
+	if at := storedPosition(t, db); at != 10 {
+		t.Fatalf("stored position %d, want 10 (before the missing batch)", at)
+	}
+	if d, _ := db.Get(ctx, "items/3"); d != nil {
+		t.Fatal("the batch after the gap was applied")
+	}
+}
+
 // A batch that fails ends the connection with an error acknowledgement,
 // and the batch queued behind it does not move the position past it.
 func TestReceiveFailedBatchStopsTheNext(t *testing.T) {
 	ctx := context.Background()
 	c, db, done := receiver(t)
 	bad := item("items/bad", "not a vector", 10)
-	if err := c.Send(ctx, batchOf(10, bad)); err != nil {
+	if err := c.Send(ctx, batchOf(0, 10, bad)); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Send(ctx, batchOf(20, item("items/good", "A:20-srcdbid", 20))); err != nil {
+	if err := c.Send(ctx, batchOf(10, 20, item("items/good", "A:20-srcdbid", 20))); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := recv(ctx, c); err == nil || !strings.Contains(err.Error(), "destination: ") {
@@ -392,7 +425,7 @@ func TestReceiveBounds(t *testing.T) {
 		{"count over len/7", hdr(15, 100)},
 		{"count over MaxBatchItems", hdr(MaxBatchItems+1, 7*(MaxBatchItems+1))},
 	} {
-		if _, _, err := decodeBatch(c.b); err == nil {
+		if _, _, _, err := decodeBatch(c.b); err == nil {
 			t.Errorf("%s: decoded", c.name)
 		}
 	}
@@ -401,7 +434,7 @@ func TestReceiveBounds(t *testing.T) {
 	for i := range items {
 		items[i] = empty
 	}
-	if _, got, err := decodeBatch(batchOf(1, items...)); err != nil || len(got) != 100 {
+	if _, _, got, err := decodeBatch(batchOf(0, 1, items...)); err != nil || len(got) != 100 {
 		t.Fatalf("100 minimal items: %d %v", len(got), err)
 	}
 
@@ -422,7 +455,7 @@ func TestReceiveBounds(t *testing.T) {
 	c, db, done := receiver(t)
 	deep := item("items/deep", "A:10-srcdbid", 10)
 	deep.Body = []byte(`{"a":` + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + `}`)
-	if err := c.Send(ctx, batchOf(10, deep)); err != nil {
+	if err := c.Send(ctx, batchOf(0, 10, deep)); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -468,7 +501,7 @@ func TestReceiveSlowApplyIsNotIdle(t *testing.T) {
 		return nil
 	})
 	<-held
-	if err := c.Send(ctx, batchOf(10, item("items/slow", "A:10-srcdbid", 10))); err != nil {
+	if err := c.Send(ctx, batchOf(0, 10, item("items/slow", "A:10-srcdbid", 10))); err != nil {
 		t.Fatal(err)
 	}
 	ack, err := recv(ctx, c)

@@ -12,7 +12,10 @@ import (
 // instead of JSON, so a body is copied once into the message and sliced
 // out of it on the other side, never escaped, validated or re-encoded.
 //
-//	0x01 'B'                       marker (a JSON message starts with '{')
+//	0x01 'C'                       marker (a JSON message starts with '{'; 'B' was
+//	                               the format without After, refused now)
+//	uint64 After, little-endian: the position the batch was read after (the
+//	       previous batch's LastEtag, or the handshake's position)
 //	uint64 LastEtag, little-endian
 //	uint32 item count, little-endian
 //	per item:
@@ -25,9 +28,9 @@ import (
 //	  uvarint length + bytes: id, collection, change vector
 //	  uvarint  revision flags (storage.RevisionFlags), only for a revision
 //	  uvarint length + bytes: body
-const batchMarker0, batchMarker1 = 0x01, 'B'
+const batchMarker0, batchMarker1 = 0x01, 'C'
 
-const batchHeader = 2 + 8 + 4
+const batchHeader = 2 + 8 + 8 + 4
 
 // minItemBytes is the smallest encoded item: the kind byte, two one-byte
 // varints and four empty lengths.
@@ -62,13 +65,14 @@ func isBatch(b []byte) bool { return len(b) >= 2 && b[0] == batchMarker0 && b[1]
 type batchEncoder struct {
 	buf   []byte
 	count int
+	after int64
 	last  int64
 }
 
 // reset starts a new batch; set last before bytes.
 func (e *batchEncoder) reset() {
 	e.buf = append(e.buf[:0], make([]byte, batchHeader)...)
-	e.count, e.last = 0, 0
+	e.count, e.after, e.last = 0, 0, 0
 }
 
 func (e *batchEncoder) add(it *storage.Item) {
@@ -98,18 +102,20 @@ func (e *batchEncoder) add(it *storage.Item) {
 // bytes returns the finished message, valid until the next reset.
 func (e *batchEncoder) bytes() []byte {
 	e.buf[0], e.buf[1] = batchMarker0, batchMarker1
-	binary.LittleEndian.PutUint64(e.buf[2:], uint64(e.last))
-	binary.LittleEndian.PutUint32(e.buf[10:], uint32(e.count))
+	binary.LittleEndian.PutUint64(e.buf[2:], uint64(e.after))
+	binary.LittleEndian.PutUint64(e.buf[10:], uint64(e.last))
+	binary.LittleEndian.PutUint32(e.buf[18:], uint32(e.count))
 	return e.buf
 }
 
 // decodeBatch reads a batch message. Bodies are slices of b.
-func decodeBatch(b []byte) (lastEtag int64, items []storage.Item, err error) {
+func decodeBatch(b []byte) (after, lastEtag int64, items []storage.Item, err error) {
 	if !isBatch(b) || len(b) < batchHeader {
-		return 0, nil, errBadBatch
+		return 0, 0, nil, errBadBatch
 	}
-	lastEtag = int64(binary.LittleEndian.Uint64(b[2:]))
-	count := uint64(binary.LittleEndian.Uint32(b[10:]))
+	after = int64(binary.LittleEndian.Uint64(b[2:]))
+	lastEtag = int64(binary.LittleEndian.Uint64(b[10:]))
+	count := uint64(binary.LittleEndian.Uint32(b[18:]))
 	b = b[batchHeader:]
 	uv := func() uint64 {
 		v, n := binary.Uvarint(b)
@@ -133,12 +139,12 @@ func decodeBatch(b []byte) (lastEtag int64, items []storage.Item, err error) {
 	// Every item takes at least minItemBytes: a count the message cannot
 	// hold, or above MaxBatchItems, is refused before anything is allocated.
 	if count > uint64(len(b)/minItemBytes) || count > MaxBatchItems {
-		return 0, nil, errBadBatch
+		return 0, 0, nil, errBadBatch
 	}
 	items = make([]storage.Item, 0, count)
 	for i := uint64(0); i < count && err == nil; i++ {
 		if len(b) == 0 {
-			return 0, nil, errBadBatch
+			return 0, 0, nil, errBadBatch
 		}
 		var it storage.Item
 		it.Type = "Put"
@@ -148,13 +154,13 @@ func decodeBatch(b []byte) (lastEtag int64, items []storage.Item, err error) {
 		it.Unordered = b[0]&kindUnordered != 0
 		it.Kind = storage.ItemKind(b[0] & kindMask >> kindShift)
 		if !knownKind(it.Kind) || b[0]&^(kindDelete|kindUnordered|kindMask) != 0 {
-			return 0, nil, errBadBatch
+			return 0, 0, nil, errBadBatch
 		}
 		b = b[1:]
 		it.Etag = int64(uv())
 		lm, n := binary.Varint(b)
 		if n <= 0 {
-			return 0, nil, errBadBatch
+			return 0, 0, nil, errBadBatch
 		}
 		b = b[n:]
 		it.LastModified = time.Unix(0, lm).UTC()
@@ -164,7 +170,7 @@ func decodeBatch(b []byte) (lastEtag int64, items []storage.Item, err error) {
 		if it.Kind == storage.KindRevision {
 			f := uv()
 			if f > 1<<16 {
-				return 0, nil, errBadBatch
+				return 0, 0, nil, errBadBatch
 			}
 			it.RevisionFlags = storage.RevisionFlags(f)
 		}
@@ -175,7 +181,7 @@ func decodeBatch(b []byte) (lastEtag int64, items []storage.Item, err error) {
 		items = append(items, it)
 	}
 	if err != nil || len(b) != 0 {
-		return 0, nil, errBadBatch
+		return 0, 0, nil, errBadBatch
 	}
-	return lastEtag, items, nil
+	return after, lastEtag, items, nil
 }

@@ -23,7 +23,7 @@ func TestWireCarriesTimeSeriesKind(t *testing.T) {
 	}
 	enc.last = 11
 	b := append([]byte(nil), enc.bytes()...)
-	last, out, err := decodeBatch(b)
+	_, last, out, err := decodeBatch(b)
 	if err != nil || last != 11 || len(out) != 3 {
 		t.Fatalf("decode: %v %d %d", err, last, len(out))
 	}
@@ -34,7 +34,7 @@ func TestWireCarriesTimeSeriesKind(t *testing.T) {
 	}
 	// Kind 5 (not defined) in the first item's kind byte.
 	b[batchHeader] = byte(5) << kindShift
-	if _, _, err := decodeBatch(b); !errors.Is(err, errBadBatch) {
+	if _, _, _, err := decodeBatch(b); !errors.Is(err, errBadBatch) {
 		t.Fatalf("unknown kind: %v", err)
 	}
 }

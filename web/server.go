@@ -197,6 +197,11 @@ type Config struct {
 	// changes.DefaultFrameInterval).
 	ChangesMaxPending    int
 	ChangesFrameInterval time.Duration
+	// AttachmentsCollectAfter is how long content released through
+	// replication (a replicated delete, or a version without the
+	// attachment) stays before it is deleted if nothing refers to it
+	// (DefaultAttachmentsCollectAfter when zero).
+	AttachmentsCollectAfter time.Duration
 }
 
 // applyLimits checks the parser limits of cfg, fills in the defaults, and
@@ -246,6 +251,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxLivePages == 0 {
 		c.MaxLivePages = DefaultMaxLivePages
+	}
+	if c.AttachmentsCollectAfter <= 0 {
+		c.AttachmentsCollectAfter = DefaultAttachmentsCollectAfter
 	}
 	if c.IndexCleanupInterval <= 0 {
 		c.IndexCleanupInterval = DefaultIndexCleanupInterval
@@ -337,6 +345,10 @@ type Server struct {
 	// cleaning is set while a pass runs.
 	lastCleanup time.Time
 	cleaning    atomic.Bool
+	// lastCollect is when the ticker last started collecting released
+	// attachment content; collecting is set while a pass runs.
+	lastCollect time.Time
+	collecting  atomic.Bool
 
 	// reconKnown are the database records the reconciler saw last.
 	reconMu    sync.Mutex
@@ -637,6 +649,7 @@ func (s *Server) tick() {
 		s.hub.Tick("") // server-wide pages (dashboard, cluster) even with no databases
 		s.maybeSampleHistory(time.Now())
 		s.maybeCleanupIndexes(time.Now())
+		s.maybeCollectAttachments(time.Now())
 		s.studio.Tick(context.Background())
 		s.watchers.check(context.Background())
 	}

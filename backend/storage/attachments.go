@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -54,7 +55,7 @@ type AttachmentInfo struct {
 
 func init() {
 	writerStatements = append(writerStatements,
-		sqlAttRefs, sqlAttRefUpsert, sqlAttRefDelete, sqlAttRefsDrop, sqlAttRefUsed,
+		sqlAttRefs, sqlAttRefUpsert, sqlAttRefDelete, sqlAttRefsDrop, sqlAttRefUsed, sqlAttRelease, sqlAttReleaseTouch,
 		sqlAttChunkInsert, sqlAttChunkGet, sqlAttChunkRestamp, sqlAttChunkList, sqlAttChunkDrop, sqlAttContentSize)
 }
 
@@ -64,6 +65,8 @@ const (
 	sqlAttRefDelete    = `DELETE FROM attachments WHERE key = ? AND name = ?`
 	sqlAttRefsDrop     = `DELETE FROM attachments WHERE key = ? RETURNING hash`
 	sqlAttRefUsed      = `SELECT 1 FROM attachments WHERE hash = ? LIMIT 1`
+	sqlAttRelease      = `INSERT INTO attachment_released(hash, at) VALUES(?, ?) ON CONFLICT(hash) DO UPDATE SET at = excluded.at`
+	sqlAttReleaseTouch = `UPDATE attachment_released SET at = ? WHERE hash = ?`
 	sqlAttChunkInsert  = `INSERT INTO attachment_chunks(etag, hash, pos, size, change_vector, data) VALUES(?, ?, ?, ?, ?, ?)`
 	sqlAttChunkGet     = `SELECT etag, change_vector FROM attachment_chunks WHERE hash = ? AND pos = ?`
 	sqlAttChunkRestamp = `UPDATE attachment_chunks SET etag = ?, change_vector = ? WHERE etag = ?`
@@ -359,7 +362,8 @@ func (tx *Tx) DeleteAttachment(id, name string, expected *string) (info Info, de
 	if err != nil {
 		return Info{}, false, err
 	}
-	return info, true, tx.collect([]string{hash})
+	_, err = tx.collect([]string{hash})
+	return info, true, err
 }
 
 // rewriteWithRefs writes a new local version of doc whose body lists the
@@ -404,48 +408,80 @@ func (tx *Tx) bodyForPut(key string, body []byte) ([]byte, error) {
 	return WithAttachments(body, refs)
 }
 
-// dropRefs removes a document's references (its version is going away);
-// with collect, content no longer referenced is deleted.
-func (tx *Tx) dropRefs(key string, collect bool) error {
+// dropRefs removes a document's references (its version is going away)
+// and returns the hashes they named; with collect, content no longer
+// referenced is deleted at once (a local delete).
+func (tx *Tx) dropRefs(key string, collect bool) ([]string, error) {
 	if !tx.mayHaveAttachments() {
-		return nil
+		return nil, nil
 	}
 	rows, err := tx.stmt(sqlAttRefsDrop).Query(key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var hashes []string
 	for rows.Next() {
 		var h string
 		if err := rows.Scan(&h); err != nil {
 			rows.Close()
-			return err
+			return nil, err
 		}
 		hashes = append(hashes, h)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil || !collect {
-		return err
+		return hashes, err
 	}
-	return tx.collect(hashes)
+	_, err = tx.collect(hashes)
+	return hashes, err
+}
+
+// release notes contents that a replicated delete or version no longer
+// lists: CollectReleased deletes them later if nothing refers to them by
+// then (see DESIGN.md, "Collection").
+func (tx *Tx) release(hashes []string) error {
+	for _, h := range hashes {
+		if _, err := tx.exec(sqlAttRelease, h, tx.now.UnixMilli()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseListed releases the contents a version's body lists (a stored
+// conflict version that is going away).
+func (tx *Tx) releaseListed(body []byte) error {
+	if !bytes.Contains(body, []byte(`"@attachments"`)) {
+		return nil
+	}
+	refs, err := AttachmentsOf(body)
+	if err != nil {
+		return nil // a list that cannot be read names nothing to release
+	}
+	hashes := make([]string, 0, len(refs))
+	for _, r := range refs {
+		hashes = append(hashes, r.Hash)
+	}
+	return tx.release(hashes)
 }
 
 // syncRefs sets a document's references from a version's body (a
-// replicated or resolved version).
+// replicated or resolved version); the hashes the previous version listed
+// and this one does not are released.
 func (tx *Tx) syncRefs(key string, body []byte) error {
 	has := bytes.Contains(body, []byte(`"@attachments"`))
 	if !has && !tx.mayHaveAttachments() {
 		return nil
 	}
-	if err := tx.dropRefs(key, false); err != nil {
-		return err
-	}
-	if !has {
-		return nil
-	}
-	refs, err := AttachmentsOf(body)
+	dropped, err := tx.dropRefs(key, false)
 	if err != nil {
 		return err
+	}
+	var refs []AttachmentRef
+	if has {
+		if refs, err = AttachmentsOf(body); err != nil {
+			return err
+		}
 	}
 	if len(refs) > 0 {
 		tx.noteAttachments()
@@ -455,14 +491,29 @@ func (tx *Tx) syncRefs(key string, body []byte) error {
 			return err
 		}
 	}
-	return nil
+	released := dropped[:0]
+	for _, h := range dropped {
+		kept := false
+		for _, r := range refs {
+			if r.Hash == h {
+				kept = true
+				break
+			}
+		}
+		if !kept {
+			released = append(released, h)
+		}
+	}
+	return tx.release(released)
 }
 
 // collect deletes the content of hashes that no document and no conflict
-// version refers to any more. It is called by local deletes only: content
-// that replication delivered ahead of its document is never among them
-// (see DESIGN.md for the one window this leaves).
-func (tx *Tx) collect(hashes []string) error {
+// version refers to any more, and returns how many contents it deleted. It
+// is called by local deletes and by CollectReleased: content that
+// replication delivered ahead of its document is never among them (see
+// DESIGN.md for the window this leaves).
+func (tx *Tx) collect(hashes []string) (int, error) {
+	n := 0
 	for _, h := range hashes {
 		var one int
 		err := tx.queryRow(sqlAttRefUsed, h).Scan(&one)
@@ -470,7 +521,7 @@ func (tx *Tx) collect(hashes []string) error {
 			continue
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
-			return err
+			return n, err
 		}
 		if tx.mayHaveConflicts() {
 			err := tx.tx.QueryRow(`SELECT 1 FROM conflicts WHERE instr(body, ?) > 0 LIMIT 1`, h).Scan(&one)
@@ -478,14 +529,69 @@ func (tx *Tx) collect(hashes []string) error {
 				continue
 			}
 			if !errors.Is(err, sql.ErrNoRows) {
-				return err
+				return n, err
 			}
 		}
-		if _, err := tx.exec(sqlAttChunkDrop, h); err != nil {
-			return err
+		res, err := tx.exec(sqlAttChunkDrop, h)
+		if err != nil {
+			return n, err
+		}
+		if k, _ := res.RowsAffected(); k > 0 {
+			n++
 		}
 	}
-	return nil
+	return n, nil
+}
+
+// collectReleasedBatch bounds the contents one CollectReleased transaction
+// looks at, so the writer is never held long.
+const collectReleasedBatch = 500
+
+// CollectReleased deletes the contents that replicated deletes and versions
+// released before before (or whose last replicated chunk came before it)
+// and that no document or conflict version refers to any more. It returns
+// how many contents it deleted. A released content something refers to
+// again is forgotten, not deleted.
+func (db *DB) CollectReleased(ctx context.Context, before time.Time) (int, error) {
+	total := 0
+	for {
+		var one int
+		err := db.reader.QueryRowContext(ctx, `SELECT 1 FROM attachment_released WHERE at < ? LIMIT 1`, before.UnixMilli()).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+		more := false
+		err = db.Write(ctx, func(tx *Tx) error {
+			rows, err := tx.tx.Query(`DELETE FROM attachment_released WHERE hash IN
+				(SELECT hash FROM attachment_released WHERE at < ? ORDER BY at LIMIT ?) RETURNING hash`, before.UnixMilli(), collectReleasedBatch)
+			if err != nil {
+				return err
+			}
+			var hashes []string
+			for rows.Next() {
+				var h string
+				if err := rows.Scan(&h); err != nil {
+					rows.Close()
+					return err
+				}
+				hashes = append(hashes, h)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			more = len(hashes) == collectReleasedBatch
+			n, err := tx.collect(hashes)
+			total += n
+			return err
+		})
+		if err != nil || !more {
+			return total, err
+		}
+	}
 }
 
 // CollectAttachments deletes every content no document or conflict version
@@ -512,16 +618,8 @@ func (db *DB) CollectAttachments(ctx context.Context) (int, error) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		before := len(hashes)
-		if err := tx.collect(hashes); err != nil {
-			return err
-		}
-		var left int
-		if err := tx.tx.QueryRow(`SELECT count(DISTINCT hash) FROM attachment_chunks WHERE hash NOT IN (SELECT hash FROM attachments)`).Scan(&left); err != nil {
-			return err
-		}
-		n = before - left
-		return nil
+		n, err = tx.collect(hashes)
+		return err
 	})
 	return n, err
 }
@@ -567,6 +665,11 @@ func (tx *Tx) applyAttachmentChunk(it Item) (Outcome, error) {
 	incoming, err := changevector.Parse(it.ChangeVector)
 	if err != nil {
 		return Skipped, dberr.New(dberr.BadRequest, "replicated attachment %s: %v", it.ID, err)
+	}
+	// A released content that is coming again may be listed by a version
+	// that follows: its release starts over.
+	if _, err := tx.exec(sqlAttReleaseTouch, tx.now.UnixMilli(), it.ID); err != nil {
+		return Skipped, err
 	}
 	var etag int64
 	var cv string

@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/rookerydb/rookery/backend/storage"
 )
@@ -187,5 +188,116 @@ func TestAttachmentReplicationAndUnionMerge(t *testing.T) {
 	replicate(t, b, c)
 	if g, _ := readAttachment(t, c, "docs/1", "a.bin"); !bytes.Equal(g, da) {
 		t.Fatal("catch-up copy lacks the content")
+	}
+}
+
+// A replicated delete releases the content its version listed; the
+// content stays until CollectReleased runs with a time after the release,
+// and a content coming again (a chunk from another copy) starts its
+// release over.
+func TestReplicatedDeleteReleasesContent(t *testing.T) {
+	ctx := context.Background()
+	a, b, c := openTag(t, "A"), openTag(t, "B"), openTag(t, "C")
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	b.SetClock(clock.now)
+	x, y := content(11, storage.AttachmentChunkSize+9), content(12, 300)
+	mustPut(t, a, "docs/1", `{"V":1,"@metadata":{"@collection":"Docs"}}`)
+	mustPut(t, a, "docs/2", `{"V":2,"@metadata":{"@collection":"Docs"}}`)
+	putAttachment(t, a, "docs/1", "x.bin", "", x)
+	putAttachment(t, a, "docs/2", "y.bin", "", y)
+	replicate(t, a, b)
+	collected := func(before time.Time) int {
+		t.Helper()
+		n, err := b.CollectReleased(ctx, before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	has := func(h string) bool {
+		ok, err := b.HasContent(ctx, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if n := collected(clock.now().Add(time.Hour)); n != 0 || !has(hashOf(x)) || !has(hashOf(y)) {
+		t.Fatalf("collected %d contents that documents list", n)
+	}
+
+	del(t, a, "docs/1")
+	del(t, a, "docs/2")
+	replicate(t, a, b) // released at the clock's time
+	if !has(hashOf(x)) || !has(hashOf(y)) {
+		t.Fatal("a replicated delete deleted content at once")
+	}
+	if n := collected(clock.now()); n != 0 {
+		t.Fatalf("collected %d contents released at the cut-off, want 0", n)
+	}
+
+	// The content of y comes again from C (only its chunks, so far).
+	clock.add(10 * time.Minute)
+	mustPut(t, c, "docs/3", `{"V":3,"@metadata":{"@collection":"Docs"}}`)
+	putAttachment(t, c, "docs/3", "again.bin", "", y)
+	items, err := c.ChangesAfter(ctx, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks, rest []storage.Item
+	for _, it := range items {
+		if it.Kind == storage.KindAttachment {
+			chunks = append(chunks, it)
+		} else {
+			rest = append(rest, it)
+		}
+	}
+	if len(chunks) == 0 || len(rest) == 0 {
+		t.Fatalf("C's items: %d chunks, %d others", len(chunks), len(rest))
+	}
+	apply := func(list []storage.Item) {
+		t.Helper()
+		err := b.Write(ctx, func(tx *storage.Tx) error {
+			for _, it := range list {
+				if _, err := tx.ApplyReplicated(it); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(chunks)
+	// Five minutes later: x was released 10 minutes ago, y's chunk came 5.
+	clock.add(5 * time.Minute)
+	if n := collected(clock.now().Add(-7 * time.Minute)); n != 1 || has(hashOf(x)) || !has(hashOf(y)) {
+		t.Fatalf("collected %d, x kept %v, y kept %v: want x (released 15 min ago) collected and y (its chunk came 5 min ago) kept", n, has(hashOf(x)), has(hashOf(y)))
+	}
+	apply(rest) // the version listing y arrives: y is in use again
+	if n := collected(clock.now().Add(time.Hour)); n != 0 || !has(hashOf(y)) {
+		t.Fatalf("collected %d: content listed again must stay", n)
+	}
+	if got, ai := readAttachment(t, b, "docs/3", "again.bin"); ai == nil || !bytes.Equal(got, y) {
+		t.Fatal("docs/3's attachment is not served")
+	}
+
+	// A replicated version that drops an attachment releases its content too.
+	mustPut(t, a, "docs/4", `{"V":4,"@metadata":{"@collection":"Docs"}}`)
+	putAttachment(t, a, "docs/4", "z.bin", "", x)
+	replicate(t, a, b)
+	if err := a.Write(ctx, func(tx *storage.Tx) error {
+		_, _, err := tx.DeleteAttachment("docs/4", "z.bin", nil)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	replicate(t, a, b)
+	if !has(hashOf(x)) {
+		t.Fatal("content gone before its release is old enough")
+	}
+	clock.add(time.Minute)
+	if n := collected(clock.now()); n != 1 || has(hashOf(x)) {
+		t.Fatalf("collected %d: the content the replicated version dropped stays", n)
 	}
 }

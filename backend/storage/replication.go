@@ -245,6 +245,9 @@ func (tx *Tx) ApplyReplicated(it Item) (Outcome, error) {
 				if _, err := tx.exec(sqlDeleteConflictByEtag, etags[i]); err != nil {
 					return Skipped, err
 				}
+				if err := tx.releaseListed(c.Body); err != nil {
+					return Skipped, err
+				}
 				continue
 			}
 			left = append(left, c)
@@ -418,7 +421,11 @@ func (tx *Tx) removeLocal(key string, local localVersion) error {
 	if _, err := tx.exec(sqlDeleteDoc, local.etag); err != nil {
 		return err
 	}
-	if err := tx.dropRefs(key, false); err != nil { // attachments
+	dropped, err := tx.dropRefs(key, false) // attachments
+	if err != nil {
+		return err
+	}
+	if err := tx.release(dropped); err != nil {
 		return err
 	}
 	tx.delta(ckey, cname).Docs--
@@ -456,7 +463,33 @@ func (tx *Tx) addConflict(key string, it Item) error {
 	return tx.revisionOfConflict(key, it)
 }
 
+// dropConflicts drops the stored versions of key; the contents they listed
+// are released (the version that replaces them lists its own).
 func (tx *Tx) dropConflicts(key string) error {
+	if tx.mayHaveAttachments() {
+		rows, err := tx.tx.Query(`SELECT body FROM conflicts WHERE key = ? AND instr(body, '"@attachments"') > 0`, key)
+		if err != nil {
+			return err
+		}
+		var bodies [][]byte
+		for rows.Next() {
+			var b []byte
+			if err := rows.Scan(&b); err != nil {
+				rows.Close()
+				return err
+			}
+			bodies = append(bodies, b)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, b := range bodies {
+			if err := tx.releaseListed(b); err != nil {
+				return err
+			}
+		}
+	}
 	_, err := tx.exec(sqlDropConflicts, key)
 	return err
 }

@@ -116,6 +116,15 @@ CREATE TABLE IF NOT EXISTS attachments (
 	PRIMARY KEY (key, name)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS attachments_hash ON attachments(hash);
+-- Contents a replicated delete or a replicated version released (no current
+-- version listed them any more), with the time of the release or of the
+-- last replicated chunk of the content since: CollectReleased deletes those
+-- still unreferenced once they are old enough (attachments.go).
+CREATE TABLE IF NOT EXISTS attachment_released (
+	hash TEXT PRIMARY KEY,
+	at   INTEGER NOT NULL -- Unix milliseconds
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS attachment_released_at ON attachment_released(at);
 
 -- Revisions: stored versions of documents, identified by their change
 -- vector. They draw etags from the documents' counter and replicate in one

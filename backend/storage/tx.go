@@ -578,7 +578,7 @@ func (tx *Tx) Delete(id string, expected *string) (info Info, deleted bool, err 
 	if _, err := tx.exec(sqlDeleteDoc, old.etag); err != nil {
 		return Info{}, false, err
 	}
-	if err := tx.dropRefs(key, true); err != nil { // attachments
+	if _, err := tx.dropRefs(key, true); err != nil { // attachments
 		return Info{}, false, err
 	}
 	if err := tx.dropSeries(key); err != nil { // its time series go with it

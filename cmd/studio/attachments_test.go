@@ -204,8 +204,8 @@ func attachmentsOn(n *cnode, db, id string) (*attDoc, error) {
 	return d, nil
 }
 
-// Attachments added to the same documents on three partitioned nodes (and,
-// with -convergence.attachments-chaos, more while random links fail): once
+// Attachments added to the same documents on three partitioned nodes, then
+// more while random links fail (cut, dropped, delayed, corrupted): once
 // healed, every node has the same document versions listing the union of
 // the attachments (for a name written on several nodes, one version
 // everywhere), no conflict, and serves every content byte for byte.
@@ -255,11 +255,7 @@ func TestConvergenceAttachmentsUnion(t *testing.T) {
 			}
 		}
 	}
-	if *convAttChaos {
-		attachmentsUnderChaos(t, pc, docs, put)
-	} else {
-		t.Log("the phase that adds attachments while random links fail is off: -convergence.attachments-chaos runs it (an open problem)")
-	}
+	attachmentsUnderChaos(t, pc, docs, put)
 	pc.healAll()
 
 	for id, names := range cands {
@@ -326,7 +322,7 @@ func TestConvergenceAttachmentsUnion(t *testing.T) {
 }
 
 // attachmentsUnderChaos adds attachments on every node while random links
-// fail (TestConvergenceAttachmentsUnion with -convergence.attachments-chaos).
+// fail.
 func attachmentsUnderChaos(t *testing.T, pc *proxiedCluster, docs []string, put func(n *cnode, id, name string, data []byte) bool) {
 	stop := make(chan struct{})
 	chaosDone := make(chan struct{})
@@ -351,4 +347,60 @@ func attachmentsUnderChaos(t *testing.T, pc *proxiedCluster, docs []string, put 
 	close(stop)
 	<-chaosDone
 	pc.healAll()
+}
+
+// A document deleted on one node takes its attachment content with it on
+// every node: at once where it was deleted, and after
+// --attachments-collect-after where the delete came by replication. A
+// content another document still lists stays everywhere.
+func TestReplicatedDeleteCollectsContent(t *testing.T) {
+	const db = "attgc"
+	tc := startCluster(t, "--attachments-collect-after", "2s")
+	a := tc.nodes[0]
+	tc.createDatabase(t, a, db)
+	cl := &http.Client{Timeout: 20 * time.Second}
+	own, shared := attContent(301, 600<<10), attContent(302, 4000)
+	for _, id := range []string{"gc/1", "gc/2"} {
+		if st, b, err := putDoc(a, db, id, id); err != nil || st != 201 {
+			t.Fatalf("put %s: %d %v %s", id, st, err, b)
+		}
+	}
+	for _, p := range []struct {
+		id, name string
+		data     []byte
+	}{{"gc/1", "own.bin", own}, {"gc/1", "shared.bin", shared}, {"gc/2", "shared.bin", shared}} {
+		if st, b, err := putAttachmentHTTP(cl, a.url, db, p.id, p.name, "application/octet-stream", p.data); err != nil || st != 201 {
+			t.Fatalf("attachment %s/%s: %d %v %s", p.id, p.name, st, err, b)
+		}
+	}
+	unique := func(n *cnode) (int64, error) {
+		var s struct{ CountOfUniqueAttachments int64 }
+		err := getJSON(n.url+"/databases/"+db+"/stats", &s)
+		return s.CountOfUniqueAttachments, err
+	}
+	for _, n := range tc.nodes {
+		eventually(t, 30*time.Second, "both contents on "+n.name, func() (bool, string) {
+			st, got, _, err := getAttachmentHTTP(n.url, db, "gc/1", "own.bin")
+			if err != nil || st != 200 || got != attHash(own) {
+				return false, fmt.Sprintf("own.bin: %d %v", st, err)
+			}
+			u, err := unique(n)
+			return err == nil && u == 2, fmt.Sprintf("%d unique contents (%v)", u, err)
+		})
+	}
+	if st, b, err := callWith(writeClient, "DELETE", a.url+"/databases/"+db+"/docs?id=gc/1", ""); err != nil || st != 204 {
+		t.Fatalf("delete: %d %v %s", st, err, b)
+	}
+	if u, err := unique(a); err != nil || u != 1 {
+		t.Fatalf("on %s, where the delete happened: %d unique contents (%v), want 1 at once", a.name, u, err)
+	}
+	for _, n := range tc.nodes {
+		eventually(t, 30*time.Second, "the released content deleted on "+n.name, func() (bool, string) {
+			u, err := unique(n)
+			return err == nil && u == 1, fmt.Sprintf("%d unique contents (%v)", u, err)
+		})
+		if st, got, _, err := getAttachmentHTTP(n.url, db, "gc/2", "shared.bin"); err != nil || st != 200 || got != attHash(shared) {
+			t.Fatalf("%s: the content gc/2 still lists: %d %s %v", n.name, st, got, err)
+		}
+	}
 }

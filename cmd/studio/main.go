@@ -63,6 +63,7 @@ type options struct {
 	maxCmpXchgValue                            byteSize
 	minDataRateGrace                           time.Duration
 	indexCleanupInterval                       time.Duration
+	attachmentsCollectAfter                    time.Duration
 	// The studio's chart history (web.Config's History… fields).
 	historyRetention, historyInterval time.Duration
 	historyMaxSeries                  int
@@ -136,6 +137,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.changesMaxPending, "changes-max-pending", changes.DefaultMaxPending, "most notifications queued for one Changes API websocket; a client that lets more pile up is dropped (close 1008, \"too slow\")")
 	fs.DurationVar(&o.changesFrameInterval, "changes-frame-interval", changes.DefaultFrameInterval, "shortest time between two frames of a database's Changes API notifications while they keep coming (the first after a quiet spell goes at once)")
 	fs.IntVar(&o.maxDocReferences, "max-doc-references", studio.DefaultMaxDocReferences, "most distinct strings of a document the studio's document page checks for being ids of other documents, to link them (-1: none)")
+	fs.DurationVar(&o.attachmentsCollectAfter, "attachments-collect-after", web.DefaultAttachmentsCollectAfter, "how long attachment content released through replication (a replicated delete, or a version without it) is kept before it is deleted when nothing refers to it or sent it again")
 	fs.DurationVar(&o.indexCleanupInterval, "index-cleanup-interval", web.DefaultIndexCleanupInterval, "how often the leader applies the auto-index cleanup rules (Indexing.CleanupIntervalInMin)")
 	fs.DurationVar(&o.historyRetention, "history-retention", history.DefaultRetention, "how far back the studio's charts go (writes/s, replication lag, subscription backlog), kept in memory")
 	fs.DurationVar(&o.historyInterval, "history-interval", history.DefaultInterval, "time between two samples of the studio's charts (at least 1s)")
@@ -236,7 +238,7 @@ func run(args []string, stderr io.Writer) error {
 		MaxConnections: o.maxConnections, MaxRequestBody: int64(o.maxRequestBody), MaxDocumentSize: int64(o.maxDocumentSize), MaxImportSize: int64(o.maxImport), MaxAttachmentSize: int64(o.maxAttachment),
 		MinDataRate: o.minDataRate, MinDataRateGrace: o.minDataRateGrace, MaxLivePages: o.maxLivePages, MaxDocReferences: o.maxDocReferences,
 		PatchTimeLimit: o.patchTimeLimit, MaxMultiGet: o.maxMultiGet,
-		IndexCleanupInterval: o.indexCleanupInterval, DumpDir: o.dumpDir, MaxCmpXchgValueSize: int64(o.maxCmpXchgValue),
+		IndexCleanupInterval: o.indexCleanupInterval, AttachmentsCollectAfter: o.attachmentsCollectAfter, DumpDir: o.dumpDir, MaxCmpXchgValueSize: int64(o.maxCmpXchgValue),
 		HistoryRetention: o.historyRetention, HistoryInterval: o.historyInterval, HistoryMaxSeries: o.historyMaxSeries,
 		AlertNodeUnreachable: o.alertNodeUnreachable, AlertReplicationError: o.alertReplicationError, AlertReplicationLag: o.alertReplicationLag,
 		AlertIndexStale: o.alertIndexStale, AlertLeaderWindow: o.alertLeaderWindow, AlertElections: o.alertElections,

@@ -37,12 +37,7 @@ var (
 	convSeed     = flag.Int64("convergence.seed", 0, "seed of the convergence tests' chaos and writers (0: a new one, logged)")
 	convDuration = flag.Duration("convergence.duration", 6*time.Second, "how long the convergence tests write under faults, per mode")
 	convSettle   = flag.Duration("convergence.settle", 90*time.Second, "how long the nodes may take to agree once the faults are healed")
-	// A known open problem, off by default so CI stays meaningful: with
-	// attachments added while random links fail, some runs (two seen in two
-	// sessions of full CI runs) end with an acknowledged attachment missing on every node (a later
-	// version that never held it dominates the one that did). See "Open
-	// problem" in backend/storage/DESIGN.md.
-	convAttChaos = flag.Bool("convergence.attachments-chaos", false, "TestConvergenceAttachmentsUnion also adds attachments while random links fail (fails in some runs: an open problem)")
+	convNodeArgs = flag.String("convergence.node-args", "", "extra flags for every node of the fault-proxied clusters, space-separated (e.g. \"--attachments-collect-after 1s\" to collect released content while versions are still travelling)")
 )
 
 const (
@@ -217,6 +212,7 @@ func startProxiedCluster(t *testing.T) *proxiedCluster {
 			peers = append(peers, to.name+"=http://"+p.Addr())
 		}
 		from.args = append(from.args, "--replication-peers", strings.Join(peers, ","))
+		from.args = append(from.args, strings.Fields(*convNodeArgs)...)
 	}
 	pc.testCluster = startNodes(t, nodes...)
 	return pc

@@ -395,68 +395,27 @@ func (c *cancelOnClose) Close() error {
 
 // stream sends r with body (nil for none; size -1 when unknown) read as it
 // is sent, and returns the response with its body unread (a *cancelOnClose
-// the caller must close) and the URL it was sent to. It tries the nodes as
-// execute does, but moves on to the next node only while not one byte of
-// body was read. Statuses >= 400 other than 404 are returned as errors.
+// the caller must close) and the URL it was sent to. It tries the nodes
+// with execute's loop (tryNodes), but moves on to the next node only while
+// not one byte of body was read. Statuses >= 400 other than 404 are
+// returned as errors.
 func (e *RequestExecutor) stream(ctx context.Context, r *request, body *sharedBody, size int64, contentType string) (*http.Response, string, error) {
-	if r.dbScoped {
-		if err := e.ensureTopology(ctx); err != nil {
-			return nil, "", err
-		}
-		if e.refresh.CompareAndSwap(true, false) {
-			e.refreshTopology(ctx)
-		}
+	var more func() bool
+	if body != nil {
+		// Once the content went (partly) to a node it cannot be sent again.
+		more = func() bool { return !body.consumed() }
 	}
-	st := e.topo.Load()
-	n := len(st.nodes)
-	if n == 0 {
-		return nil, "", errors.New("rookery: no server URLs")
-	}
-	start := int(st.preferred.Load())
-	var errs []error
-	var missing *DatabaseDoesNotExistError
-	for i := range n {
-		if err := ctx.Err(); err != nil {
-			return nil, "", err
-		}
-		if i > 0 && body != nil && body.consumed() {
-			break // the content went (partly) to the last node: it cannot be sent again
-		}
-		idx := (start + i) % n
-		u := e.buildURL(st.nodes[idx], r)
-		hr, err := e.streamAttempt(ctx, r, u, body, i, size, contentType)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if failoverStatus(hr.StatusCode) {
+	return tryNodes(ctx, e, r, more,
+		func(attempt int, u string) (*http.Response, error) {
+			return e.streamAttempt(ctx, r, u, body, attempt, size, contentType)
+		},
+		func(hr *http.Response) int { return hr.StatusCode },
+		func(hr *http.Response) *response {
+			// Only an error's body is read (at most 1 MiB), never a streamed one.
 			data, _ := io.ReadAll(io.LimitReader(hr.Body, 1<<20))
 			hr.Body.Close()
-			ferr := errorFromResponse(e.database, r.method, u, hr.StatusCode, hr.Header, data)
-			if dm, ok := ferr.(*DatabaseDoesNotExistError); ok {
-				missing = dm
-			}
-			errs = append(errs, ferr)
-			continue
-		}
-		if i > 0 {
-			e.failovers.Add(1)
-			st.preferred.Store(int32(idx))
-		}
-		if hr.StatusCode >= 400 && hr.StatusCode != http.StatusNotFound {
-			data, _ := io.ReadAll(io.LimitReader(hr.Body, 1<<20))
-			hr.Body.Close()
-			return nil, "", e.errorFrom(r.method, u, &response{status: hr.StatusCode, body: data, header: hr.Header})
-		}
-		return hr, u, nil
-	}
-	if missing != nil {
-		return nil, "", missing
-	}
-	if len(errs) == 1 {
-		return nil, "", errs[0]
-	}
-	return nil, "", &AllNodesFailedError{Method: r.method, Path: r.path, Errors: errs}
+			return &response{status: hr.StatusCode, body: data, header: hr.Header}
+		})
 }
 
 // streamAttempt sends r to one URL. It returns an error only when no HTTP

@@ -175,9 +175,33 @@ func (e *RequestExecutor) Do(ctx context.Context, method, pathAndQuery string, b
 // execute sends r to the preferred node, then to the others in turn until
 // one answers with something other than a failover status.
 func (e *RequestExecutor) execute(ctx context.Context, r *request) (*response, error) {
+	resp, _, err := tryNodes(ctx, e, r, nil,
+		func(_ int, url string) (*response, error) { return e.attempt(ctx, r, url) },
+		func(resp *response) int { return resp.status },
+		func(resp *response) *response { return resp })
+	return resp, err
+}
+
+// tryNodes is the failover loop of execute and stream. After the topology
+// check of a database-scoped request it tries r on the nodes in turn from
+// the preferred one: no answer or a failover status moves on to the next
+// node, any other answer ends the loop (and makes a later node the
+// preferred one); a status >= 400 other than 404 is returned as an error.
+// When every node failed the error is the database's absence if a node
+// said so, the one error, or an AllNodesFailedError.
+//
+// more, when not nil, is asked before every node after the first, and a
+// false ends the loop there. try sends r to one node's URL (attempt counts
+// the nodes tried before it) and returns the answer, an error only when
+// none came; status is an answer's status, and failed the answer whose
+// status is an error as a *response for the error (closing what it must).
+// It returns the answer and the URL that gave it.
+func tryNodes[T any](ctx context.Context, e *RequestExecutor, r *request, more func() bool,
+	try func(attempt int, url string) (T, error), status func(T) int, failed func(T) *response) (T, string, error) {
+	var none T
 	if r.dbScoped {
 		if err := e.ensureTopology(ctx); err != nil {
-			return nil, err
+			return none, "", err
 		}
 		if e.refresh.CompareAndSwap(true, false) {
 			e.refreshTopology(ctx)
@@ -186,24 +210,28 @@ func (e *RequestExecutor) execute(ctx context.Context, r *request) (*response, e
 	st := e.topo.Load()
 	n := len(st.nodes)
 	if n == 0 {
-		return nil, errors.New("rookery: no server URLs")
+		return none, "", errors.New("rookery: no server URLs")
 	}
 	start := int(st.preferred.Load())
 	var errs []error
 	var missing *DatabaseDoesNotExistError
 	for i := range n {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return none, "", err
+		}
+		if i > 0 && more != nil && !more() {
+			break
 		}
 		idx := (start + i) % n
 		node := st.nodes[idx]
 		url := e.buildURL(node, r)
-		resp, err := e.attempt(ctx, r, url)
+		ans, err := try(i, url)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if failoverStatus(resp.status) {
+		if failoverStatus(status(ans)) {
+			resp := failed(ans)
 			ferr := errorFromResponse(e.database, r.method, url, resp.status, resp.header, resp.body)
 			if dm, ok := ferr.(*DatabaseDoesNotExistError); ok {
 				missing = dm
@@ -215,18 +243,18 @@ func (e *RequestExecutor) execute(ctx context.Context, r *request) (*response, e
 			e.failovers.Add(1)
 			st.preferred.Store(int32(idx))
 		}
-		if resp.status >= 400 && resp.status != http.StatusNotFound {
-			return nil, e.errorFrom(r.method, url, resp)
+		if code := status(ans); code >= 400 && code != http.StatusNotFound {
+			return none, "", e.errorFrom(r.method, url, failed(ans))
 		}
-		return resp, nil
+		return ans, url, nil
 	}
 	if missing != nil {
-		return nil, missing
+		return none, "", missing
 	}
 	if len(errs) == 1 {
-		return nil, errs[0]
+		return none, "", errs[0]
 	}
-	return nil, &AllNodesFailedError{Method: r.method, Path: r.path, Errors: errs}
+	return none, "", &AllNodesFailedError{Method: r.method, Path: r.path, Errors: errs}
 }
 
 func failoverStatus(status int) bool {

@@ -3,6 +3,8 @@ package storage
 import (
 	"strconv"
 	"strings"
+
+	"github.com/rookerydb/rookery/backend/changevector"
 )
 
 // Counter and time-series changes for OnItemCommit hooks (the Changes
@@ -17,18 +19,11 @@ func (tx *Tx) localCV(etag int64) string {
 // counterCV is a counter's change vector: one "tag:etag-dbid" per copy
 // that has a part, in the row's order (by database id).
 func counterCV(parts []CounterPart) string {
-	var b strings.Builder
+	v := make(changevector.Vector, len(parts))
 	for i, p := range parts {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(p.Tag)
-		b.WriteByte(':')
-		b.WriteString(strconv.FormatInt(p.Etag, 10))
-		b.WriteByte('-')
-		b.WriteString(p.DB)
+		v[i] = changevector.Entry{Tag: p.Tag, Etag: p.Etag, DBID: p.DB}
 	}
-	return b.String()
+	return v.String()
 }
 
 // docOf is the stored spelling and collection of a document ("" when it

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -326,46 +325,42 @@ const (
 	maxCmpXchgIncludePathBytes = 1024
 )
 
-// cmpXchgIncludes answers the cmpxchg= parameters of a load (the npm
-// client's includeCompareExchangeValue(path)): the compare-exchange values
-// whose keys the loaded documents hold at those dotted paths, as the
-// object of CompareExchangeValueIncludes (query.CmpXchgIncludes: a missing
-// key has Index -1 and a null Value).
-func (a *API) cmpXchgIncludes(db *storage.DB, docs []*storage.Document, paths []string) ([]byte, error) {
+// checkCmpXchgIncludePaths checks the cmpxchg= parameters of a load (the
+// npm client's includeCompareExchangeValue(path)): document field paths
+// whose values are compare-exchange keys.
+func checkCmpXchgIncludePaths(paths []string) error {
 	if len(paths) > maxCmpXchgIncludePaths {
-		return nil, dberr.New(dberr.BadRequest, "more than %d cmpxchg include paths", maxCmpXchgIncludePaths)
+		return dberr.New(dberr.BadRequest, "more than %d cmpxchg include paths", maxCmpXchgIncludePaths)
 	}
 	for _, p := range paths {
 		if strings.TrimSpace(p) == "" || len(p) > maxCmpXchgIncludePathBytes {
-			return nil, dberr.New(dberr.BadRequest, "a cmpxchg include path is a document field path of 1 to %d bytes, not %q", maxCmpXchgIncludePathBytes, names.Clip(p, 80))
+			return dberr.New(dberr.BadRequest, "a cmpxchg include path is a document field path of 1 to %d bytes, not %q", maxCmpXchgIncludePathBytes, names.Clip(p, 80))
 		}
 	}
-	cl, err := a.cmpXchgCluster()
-	if err != nil {
-		return nil, err
-	}
-	var inc query.CmpXchgIncludes
-	for _, d := range docs {
-		if d == nil {
-			continue
-		}
-		var body any
-		if err := json.Unmarshal(d.Body, &body); err != nil {
-			continue
-		}
-		for _, p := range paths {
-			for _, k := range valuesAt(body, strings.Split(p, ".")) {
-				if err := inc.Add(k); err != nil {
-					return nil, err
-				}
+	return nil
+}
+
+// addCmpXchgKeys adds the compare-exchange keys a loaded document's parsed
+// body holds at the cmpxchg= paths.
+func addCmpXchgKeys(inc *query.CmpXchgIncludes, body any, paths []string) error {
+	for _, p := range paths {
+		for _, k := range valuesAt(body, strings.Split(p, ".")) {
+			if err := inc.Add(k); err != nil {
+				return err
 			}
 		}
 	}
+	return nil
+}
+
+// cmpXchgIncludesJSON is the object of a load's CompareExchangeValueIncludes
+// (query.CmpXchgIncludes: a missing key has Index -1 and a null Value).
+func cmpXchgIncludesJSON(db *storage.DB, cl *cluster.Cluster, inc *query.CmpXchgIncludes) []byte {
 	return inc.AppendJSON(nil, func(key string) (query.CmpXchgValue, bool) {
 		if cluster.ValidCmpXchgKey(key) != nil {
 			return query.CmpXchgValue{}, false
 		}
 		v, ok := cl.CmpXchg(db.Name(), key)
 		return query.CmpXchgValue{Key: v.Key, Index: v.Index, Value: v.Value}, ok
-	}), nil
+	})
 }

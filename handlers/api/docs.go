@@ -15,8 +15,10 @@ import (
 
 	"github.com/rookerydb/rookery/backend/batch"
 	"github.com/rookerydb/rookery/backend/changevector"
+	"github.com/rookerydb/rookery/backend/cluster"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/query"
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
@@ -166,14 +168,9 @@ func (a *API) loadDocs(c echo.Context, idList []string) error {
 		}
 	}
 	var included []*storage.Document
-	if paths := q["include"]; len(paths) > 0 && !metadataOnly {
-		if included, err = includes(c, db, docs, paths); err != nil {
-			return err
-		}
-	}
 	var cmpxchg []byte
-	if paths := q["cmpxchg"]; len(paths) > 0 && !metadataOnly {
-		if cmpxchg, err = a.cmpXchgIncludes(db, docs, paths); err != nil {
+	if !metadataOnly {
+		if included, cmpxchg, err = a.loadIncludes(c, db, docs, q["include"], q["cmpxchg"]); err != nil {
 			return err
 		}
 	}
@@ -307,25 +304,42 @@ func wildcardAny(patterns, s string) bool {
 	return false
 }
 
-// includes loads the documents referenced by the given paths of docs.
-func includes(c echo.Context, db *storage.DB, docs []*storage.Document, paths []string) ([]*storage.Document, error) {
+// loadIncludes answers a load's include= paths (the documents their values
+// name, nil when none) and cmpxchg= paths (the compare-exchange values their
+// values name, as the object of CompareExchangeValueIncludes; nil when no
+// cmpxchg= was given), parsing each loaded document's body once for both.
+// An error is the one the two used to give in turn: reading the included
+// documents, then a bad cmpxchg path, no cluster, or too many values.
+func (a *API) loadIncludes(c echo.Context, db *storage.DB, docs []*storage.Document, incPaths, cxPaths []string) ([]*storage.Document, []byte, error) {
+	var (
+		cxErr error // the cmpxchg= answer's error, returned after the includes are read
+		cl    *cluster.Cluster
+		inc   query.CmpXchgIncludes
+	)
+	if len(cxPaths) > 0 {
+		if cxErr = checkCmpXchgIncludePaths(cxPaths); cxErr == nil {
+			cl, cxErr = a.cmpXchgCluster()
+		}
+	}
+	walkCx := len(cxPaths) > 0 && cxErr == nil
 	seen := map[string]bool{}
 	var want []string
-	for _, d := range docs {
-		if d == nil {
-			continue
+	if len(incPaths) > 0 {
+		for _, d := range docs {
+			if d != nil {
+				seen[storage.LowerID(d.ID)] = true
+			}
 		}
-		seen[storage.LowerID(d.ID)] = true
 	}
 	for _, d := range docs {
-		if d == nil {
+		if d == nil || len(incPaths) == 0 && !walkCx {
 			continue
 		}
 		var body any
 		if err := json.Unmarshal(d.Body, &body); err != nil {
 			continue
 		}
-		for _, p := range paths {
+		for _, p := range incPaths {
 			for _, id := range valuesAt(body, strings.Split(p, ".")) {
 				key := storage.LowerID(id)
 				if !seen[key] {
@@ -334,21 +348,32 @@ func includes(c echo.Context, db *storage.DB, docs []*storage.Document, paths []
 				}
 			}
 		}
-	}
-	if len(want) == 0 {
-		return nil, nil
-	}
-	got, err := db.GetMany(c.Request().Context(), want)
-	if err != nil {
-		return nil, err
-	}
-	out := got[:0]
-	for _, d := range got {
-		if d != nil {
-			out = append(out, d)
+		if walkCx {
+			if cxErr = addCmpXchgKeys(&inc, body, cxPaths); cxErr != nil {
+				walkCx = false
+			}
 		}
 	}
-	return out, nil
+	var included []*storage.Document
+	if len(want) > 0 {
+		got, err := db.GetMany(c.Request().Context(), want)
+		if err != nil {
+			return nil, nil, err
+		}
+		included = got[:0]
+		for _, d := range got {
+			if d != nil {
+				included = append(included, d)
+			}
+		}
+	}
+	if len(cxPaths) == 0 {
+		return included, nil, nil
+	}
+	if cxErr != nil {
+		return nil, nil, cxErr
+	}
+	return included, cmpXchgIncludesJSON(db, cl, &inc), nil
 }
 
 // valuesAt collects the string values at a dotted path; "[]" after a name

@@ -340,6 +340,26 @@ func (s *Studio) indexAction(c echo.Context) (db *storage.DB, rec cluster.IndexR
 	return db, rec, string(views.IndexURL(db.Name(), rec.Name)), nil
 }
 
+// localIndexAction resolves an action on this node's copy of the named
+// index (reset, resume). ix is nil when the request is already answered
+// (no database, no such index, no open indexes on this node, or the index
+// not open here); the handler then returns done. notOpen ends the message
+// for an index not open here ("; nothing was resumed.").
+func (s *Studio) localIndexAction(c echo.Context, notOpen string) (ix *index.Index, rec cluster.IndexRecord, back string, done error) {
+	db, rec, back, err := s.indexAction(c)
+	if db == nil {
+		return nil, rec, back, err
+	}
+	if s.Indexes == nil {
+		return nil, rec, back, redirectFlash(c, back, errNoIndexes.Error(), true)
+	}
+	ix, ok := s.Indexes.Get(db.Name(), rec.Name)
+	if !ok {
+		return nil, rec, back, redirectFlash(c, back, "Index "+rec.Name+" is not open on node "+s.NodeTag+notOpen, true)
+	}
+	return ix, rec, back, nil
+}
+
 // decision is a person's action for the index log.
 func (s *Studio) decision(c echo.Context, name, action, reason string) cluster.IndexDecision {
 	who := "the studio"
@@ -353,16 +373,9 @@ func (s *Studio) decision(c echo.Context, name, action, reason string) cluster.I
 // the index drops its entries and indexes from scratch (other nodes keep
 // theirs).
 func (s *Studio) indexReset(c echo.Context) error {
-	db, rec, back, err := s.indexAction(c)
-	if db == nil {
-		return err
-	}
-	if s.Indexes == nil {
-		return redirectFlash(c, back, errNoIndexes.Error(), true)
-	}
-	ix, ok := s.Indexes.Get(db.Name(), rec.Name)
-	if !ok {
-		return redirectFlash(c, back, "Index "+rec.Name+" is not open on node "+s.NodeTag+" yet; nothing was reset.", true)
+	ix, rec, back, done := s.localIndexAction(c, " yet; nothing was reset.")
+	if ix == nil {
+		return done
 	}
 	if err := ix.Reset(); err != nil {
 		return redirectFlash(c, back, err.Error(), true)
@@ -377,16 +390,9 @@ const indexPaused = "Paused"
 // indexResume serves POST /studio/db/{db}/index/resume: this node's copy of
 // a paused index indexes again from where it stopped.
 func (s *Studio) indexResume(c echo.Context) error {
-	db, rec, back, err := s.indexAction(c)
-	if db == nil {
-		return err
-	}
-	if s.Indexes == nil {
-		return redirectFlash(c, back, errNoIndexes.Error(), true)
-	}
-	ix, ok := s.Indexes.Get(db.Name(), rec.Name)
-	if !ok {
-		return redirectFlash(c, back, "Index "+rec.Name+" is not open on node "+s.NodeTag+"; nothing was resumed.", true)
+	ix, rec, back, done := s.localIndexAction(c, "; nothing was resumed.")
+	if ix == nil {
+		return done
 	}
 	was, err := ix.Resume()
 	switch {

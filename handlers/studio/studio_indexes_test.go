@@ -389,6 +389,19 @@ func TestStudioIndexesPages(t *testing.T) {
 	if r := post("reset", map[string]string{"name": jsName}, nil); r.code != 303 || !strings.Contains(r.flash, "reset on node A") {
 		t.Fatalf("reset: %+v", r)
 	}
+	// Resume answers an index that is not paused, and both refuse an
+	// unknown index or a cross-site post.
+	if r := post("resume", map[string]string{"name": jsName}, nil); r.code != 303 || !strings.Contains(r.flash, "was not paused on node A; nothing was changed.") {
+		t.Fatalf("resume, not paused: %+v", r)
+	}
+	for _, a := range []string{"reset", "resume"} {
+		if r := post(a, map[string]string{"name": "Nope"}, nil); r.code != 303 || !strings.Contains(r.errorMsg, "Index 'Nope' does not exist in shop; nothing was changed.") {
+			t.Fatalf("%s unknown: %+v", a, r)
+		}
+		if r := post(a, map[string]string{"name": jsName}, map[string]string{"Origin": "http://evil.example"}); r.code != 403 {
+			t.Fatalf("cross-site %s: %d", a, r.code)
+		}
+	}
 	var acts []string
 	for _, d := range n.cl.IndexLog("shop") {
 		if d.Index == jsName {

@@ -304,6 +304,16 @@ func (b *batch) mapPass(key string) error {
 	e := b.etags[key]
 	ix := b.ix
 	b.cur = key
+	if e.name != AllDocs && e.docs == 0 {
+		if ix.fresh == nil {
+			ix.fresh = map[string]int64{}
+		}
+		ix.fresh[key] = ix.db.LastEtag()
+	}
+	fresh := int64(0)
+	if e.name != AllDocs {
+		fresh = ix.fresh[key]
+	}
 	for !b.full {
 		n := min(readChunk, ix.opts.BatchSize-b.units)
 		if n <= 0 {
@@ -347,7 +357,7 @@ func (b *batch) mapPass(key string) error {
 			case dels != nil && dels[i] != "":
 				err = b.removeDoc(dels[i])
 			case docs[i].key != "":
-				err = b.indexDoc(&docs[i], false)
+				err = b.indexDoc(&docs[i], false, docs[i].etag <= fresh)
 			}
 			if err != nil {
 				return err
@@ -503,11 +513,14 @@ func (b *batch) deleteEntries(doc string) error {
 	return nil
 }
 
-// indexDoc (re-)maps one document.
-func (b *batch) indexDoc(d *docIn, remap bool) error {
+// indexDoc (re-)maps one document; fresh says it has no entries yet, so
+// there are none to remove first (Index.fresh).
+func (b *batch) indexDoc(d *docIn, remap, fresh bool) error {
 	ix := b.ix
-	if err := b.removeDoc(d.key); err != nil {
-		return err
+	if !fresh {
+		if err := b.removeDoc(d.key); err != nil {
+			return err
+		}
 	}
 	if remap {
 		ix.refAttempts.Add(1)
@@ -905,7 +918,7 @@ func (b *batch) remapReferrers(rk refKey, src collEtags, st *refState, c refChan
 			prev := b.cur
 			b.cur = rk.src
 			err = b.indexDoc(&docIn{key: s, id: d.ID, coll: d.Collection, etag: d.Etag, cv: d.ChangeVector,
-				lm: document.FormatTime(d.LastModified), body: d.Body}, true)
+				lm: document.FormatTime(d.LastModified), body: d.Body}, true, false)
 			b.cur = prev
 			if err != nil {
 				return false, err

@@ -94,6 +94,16 @@ CREATE TABLE IF NOT EXISTS entries (
 );
 CREATE INDEX IF NOT EXISTS entries_doc ON entries(doc);
 
+-- How many entries hold each value of each field column (c<n>), kept with
+-- the entries in every batch: a lone equality counts its matches with one
+-- lookup here instead of walking the column index (Compile).
+CREATE TABLE IF NOT EXISTS value_counts (
+	col INTEGER NOT NULL,
+	v   NOT NULL,
+	n   INTEGER NOT NULL,
+	PRIMARY KEY (col, v)
+) WITHOUT ROWID;
+
 -- The values of multi-valued fields (arrays): one row per value.
 CREATE TABLE IF NOT EXISTS arr (
 	eid INTEGER NOT NULL,

@@ -405,6 +405,9 @@ func (ix *Index) load() error {
 	if err := ix.w.QueryRow(`SELECT count(*) FROM entries`).Scan(&ix.entries); err != nil {
 		return err
 	}
+	if err := ix.countValues(); err != nil {
+		return err
+	}
 	ix.progress = make(chan struct{})
 	// Auto indexes know their fields up front.
 	if init := ix.mapper.initialFields(); len(init) > 0 {
@@ -433,6 +436,38 @@ func (ix *Index) load() error {
 		}
 	}
 	return nil
+}
+
+// countValues fills value_counts from the entries once, for a file written
+// before the table was kept (a new file has no entries: it only sets the
+// mark).
+func (ix *Index) countValues() error {
+	var mark string
+	err := ix.w.QueryRow(`SELECT value FROM meta WHERE key = 'value_counts'`).Scan(&mark)
+	if err == nil && mark == "1" {
+		return nil
+	}
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	tx, err := ix.w.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`DELETE FROM value_counts`); err != nil {
+		return err
+	}
+	for _, f := range ix.byCol {
+		if _, err := tx.Exec(fmt.Sprintf(`INSERT INTO value_counts(col, v, n) SELECT %d, c%d, count(*) FROM entries WHERE c%d IS NOT NULL GROUP BY c%d`,
+			f.col, f.col, f.col, f.col)); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.Exec(sqlSetMeta, "value_counts", "1"); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // collName is the database's spelling of a collection (lower-cased key in).

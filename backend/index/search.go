@@ -24,6 +24,10 @@ var regexCache sync.Map // pattern -> *regexp.Regexp
 // full-text field, as sqlBuilder writes it.
 var loneSearch = regexp.MustCompile(`^e\.eid IN \(SELECT rowid FROM (fts[0-9]+) WHERE fts[0-9]+ MATCH \?\)$`)
 
+// loneEquality is the where clause of a lone equality on a field column
+// (its count is read from value_counts).
+var loneEquality = regexp.MustCompile(`^e\.c([0-9]+) = \?$`)
+
 func init() {
 	// rookery_alnum orders text as RavenDB's alphaNumeric does: runs of
 	// digits compare as numbers ("item-9" before "item-10").
@@ -544,6 +548,11 @@ func (ix *Index) Compile(q SearchQuery) (count, page string, args []any, err err
 		// every match.
 		count = "SELECT count(*) FROM " + m[1] + " WHERE " + m[1] + " MATCH ?"
 		page = "SELECT e.doc, e.id, e.stored FROM " + m[1] + " f JOIN entries e ON e.eid = f.rowid WHERE " + m[1] + " MATCH ? ORDER BY f.rowid"
+	}
+	if m := loneEquality.FindStringSubmatch(where); m != nil && !dupes && len(b.args) == 1 {
+		// A lone equality on a column: value_counts holds how many entries
+		// have each value, kept in the same transactions as the entries.
+		count = "SELECT coalesce((SELECT n FROM value_counts WHERE col = " + m[1] + " AND v = ?), 0)"
 	}
 	if !dupes {
 		take := q.Take

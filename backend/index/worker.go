@@ -93,8 +93,11 @@ type batch struct {
 	refs    map[refKey]refState
 	multi   bool
 	entries int64
-	errs    []IndexingError
-	dirty   map[string]bool // map-reduce groups to recompute
+	// counts: the batch's changes to value_counts, per column and value
+	// (written by persist).
+	counts map[countKey]int64
+	errs   []IndexingError
+	dirty  map[string]bool // map-reduce groups to recompute
 	// remapped: the reference scan sequence (seq) current when a source
 	// document was last re-mapped in this batch; a referenced document read
 	// by scan s need not re-map a source re-mapped at a sequence >= s (it
@@ -450,6 +453,65 @@ func (b *batch) removeDoc(key string) error {
 	return nil
 }
 
+// countKey is one value of one field column in value_counts; v is the
+// column's stored form (string, int64, float64), or a marker blob as a
+// blobKey.
+type countKey struct {
+	col int
+	v   any
+}
+
+type blobKey string
+
+// count records that an entry holding v in column col was added (+1) or
+// removed (-1).
+func (b *batch) count(col int, v any, d int64) {
+	switch x := v.(type) {
+	case nil:
+		return
+	case []byte:
+		v = blobKey(x)
+	}
+	if b.counts == nil {
+		b.counts = map[countKey]int64{}
+	}
+	b.counts[countKey{col, v}] += d
+}
+
+// dropEntryRows deletes the entries rows of one document (or group) and
+// takes their values off value_counts.
+func (b *batch) dropEntryRows(doc string) error {
+	var q strings.Builder
+	q.WriteString("DELETE FROM entries WHERE doc = ? RETURNING 0")
+	for _, f := range b.byCol {
+		fmt.Fprintf(&q, ", c%d", f.col)
+	}
+	s, err := b.stmt(q.String())
+	if err != nil {
+		return err
+	}
+	rows, err := s.QueryContext(b.ctx, doc)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	vals := make([]any, len(b.byCol)+1)
+	ptrs := make([]any, len(vals))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		b.entries--
+		for i, f := range b.byCol {
+			b.count(f.col, vals[i+1], -1)
+		}
+	}
+	return rows.Err()
+}
+
 // deleteEntries removes the entries of one document (or group).
 func (b *batch) deleteEntries(doc string) error {
 	side := false // rows in arr or fts<n> to delete too
@@ -457,13 +519,7 @@ func (b *batch) deleteEntries(doc string) error {
 		side = side || f.multi || f.search
 	}
 	if !side {
-		res, err := b.exec(`DELETE FROM entries WHERE doc = ?`, doc)
-		if err != nil {
-			return err
-		}
-		n, _ := res.RowsAffected()
-		b.entries -= n
-		return nil
+		return b.dropEntryRows(doc)
 	}
 	s, err := b.stmt(`SELECT eid FROM entries WHERE doc = ?`)
 	if err != nil {
@@ -504,13 +560,7 @@ func (b *batch) deleteEntries(doc string) error {
 			}
 		}
 	}
-	res, err := b.exec(`DELETE FROM entries WHERE doc = ?`, doc)
-	if err != nil {
-		return err
-	}
-	n, _ := res.RowsAffected()
-	b.entries -= n
-	return nil
+	return b.dropEntryRows(doc)
 }
 
 // indexDoc (re-)maps one document; fresh says it has no entries yet, so
@@ -678,6 +728,11 @@ func (b *batch) insertEntry(doc, id string, e *entry) error {
 		return err
 	}
 	b.entries++
+	for _, p := range ps {
+		if !p.fv.multi && len(p.fv.vals) == 1 {
+			b.count(p.f.col, args[3+2*(p.f.col-1)], 1)
+		}
+	}
 	for _, p := range ps {
 		if (p.fv.multi || len(p.fv.vals) > 1) && len(p.fv.vals) > 0 {
 			if !p.f.multi {
@@ -1000,6 +1055,23 @@ func (b *batch) reduceDirty() error {
 
 // persist writes the etags and errors in the batch's transaction.
 func (b *batch) persist() error {
+	for k, d := range b.counts {
+		if d == 0 {
+			continue
+		}
+		v := k.v
+		if x, ok := v.(blobKey); ok {
+			v = []byte(x)
+		}
+		if _, err := b.exec(`INSERT INTO value_counts(col, v, n) VALUES(?, ?, ?) ON CONFLICT(col, v) DO UPDATE SET n = n + excluded.n`, k.col, v, d); err != nil {
+			return err
+		}
+		if d < 0 {
+			if _, err := b.exec(`DELETE FROM value_counts WHERE col = ? AND v = ? AND n <= 0`, k.col, v); err != nil {
+				return err
+			}
+		}
+	}
 	for k, e := range b.etags {
 		if _, err := b.exec(`INSERT INTO etags(collection, docs, tombstones) VALUES(?, ?, ?) ON CONFLICT(collection) DO UPDATE SET docs = excluded.docs, tombstones = excluded.tombstones`, k, e.docs, e.tombs); err != nil {
 			return err

@@ -192,11 +192,12 @@ type Config struct {
 	MaxAlerts int
 	// Now is the alerts' clock (time.Now when nil); tests move it.
 	Now func() time.Time
-	// ChangesMaxPending and ChangesFrameInterval tune the Changes API
-	// (web/changes.go; zero takes changes.DefaultMaxPending and
-	// changes.DefaultFrameInterval).
+	// ChangesMaxPending, ChangesFrameInterval and ChangesFrameBudget tune
+	// the Changes API (web/changes.go; zero takes changes.DefaultMaxPending,
+	// changes.DefaultFrameInterval and changes.DefaultFrameBudget).
 	ChangesMaxPending    int
 	ChangesFrameInterval time.Duration
+	ChangesFrameBudget   int
 	// AttachmentsCollectAfter is how long content released through
 	// replication (a replicated delete, or a version without the
 	// attachment) stays before it is deleted if nothing refers to it
@@ -501,7 +502,7 @@ func New(cfg Config) (*Server, error) {
 	s.subStop, s.subCancel = context.WithCancel(context.Background())
 	s.subRecon = make(chan struct{}, 1)
 	s.reg.MustRegister(subscriptionCollector{s})
-	s.changes = changes.New(changes.Options{MaxPending: cfg.ChangesMaxPending, FrameInterval: cfg.ChangesFrameInterval})
+	s.changes = changes.New(changes.Options{MaxPending: cfg.ChangesMaxPending, FrameInterval: cfg.ChangesFrameInterval, FrameBudget: cfg.ChangesFrameBudget})
 	s.reg.MustRegister(changesCollector{s.changes})
 	s.indexes = index.NewManager(index.Options{Logger: cfg.Logger, OnChange: s.changesIndexEvent})
 	s.idx = &indexes.Service{Cluster: s.cluster, Catalog: cat, Manager: s.indexes, Tracker: indexes.NewTracker(time.Now()), NodeTag: cfg.NodeTag, Log: cfg.Logger}

@@ -36,6 +36,11 @@ const (
 	// DefaultFrameInterval is the shortest time between two dispatches of a
 	// database's notifications while they keep coming.
 	DefaultFrameInterval = 5 * time.Millisecond
+	// DefaultFrameBudget is how many frames a second a database's
+	// subscribers get together while changes keep coming: with more
+	// subscribers than FrameInterval allows for, the dispatches are spaced
+	// further apart (each frame carries more).
+	DefaultFrameBudget = 4000
 	// DefaultMaxWatches bounds the filters of one subscriber.
 	DefaultMaxWatches = 1024
 	// maxBacklog bounds the notifications a database's dispatcher has not
@@ -56,6 +61,7 @@ const (
 type Options struct {
 	MaxPending    int
 	FrameInterval time.Duration
+	FrameBudget   int
 	MaxWatches    int
 }
 
@@ -80,6 +86,9 @@ func New(opts Options) *Hub {
 	}
 	if opts.FrameInterval <= 0 {
 		opts.FrameInterval = DefaultFrameInterval
+	}
+	if opts.FrameBudget <= 0 {
+		opts.FrameBudget = DefaultFrameBudget
 	}
 	if opts.MaxWatches <= 0 {
 		opts.MaxWatches = DefaultMaxWatches
@@ -231,6 +240,13 @@ func (f *feed) publish(it item, n int) {
 	}
 }
 
+// interval is the shortest time between two dispatches of a database with
+// subs subscribers: FrameInterval, or longer when that would give them more
+// than FrameBudget frames a second together.
+func (h *Hub) interval(subs int) time.Duration {
+	return max(h.opts.FrameInterval, time.Duration(subs)*time.Second/time.Duration(h.opts.FrameBudget))
+}
+
 // run is the feed's dispatcher.
 func (f *feed) run() {
 	var last time.Time
@@ -258,6 +274,7 @@ func (f *feed) run() {
 		if len(items) > 0 {
 			f.dispatch(items, subs)
 		}
+		interval = f.hub.interval(len(subs))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -358,6 +359,58 @@ func TestPacing(t *testing.T) {
 	el := time.Since(start)
 	if limit := int(el/(50*time.Millisecond)) + 2; frames > limit {
 		t.Fatalf("%d frames in %v (at most %d)", frames, el, limit)
+	}
+}
+
+// With many subscribers the frames are spaced so that together they get at
+// most FrameBudget a second; each still receives every notification.
+func TestFrameBudget(t *testing.T) {
+	const subs, budget = 50, 500 // 100 ms between frames, not FrameInterval's 1 ms
+	h := New(Options{FrameInterval: time.Millisecond, FrameBudget: budget})
+	var all []*Sub
+	for range subs {
+		s := h.Subscribe("db")
+		defer s.Close()
+		if err := s.Apply("watch-docs", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, s)
+	}
+	start := time.Now()
+	go func() {
+		for i := range 300 {
+			h.Documents("db", []storage.Change{{Type: "Put", ID: fmt.Sprint("d/", i)}})
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	var wg sync.WaitGroup
+	frames := make([]int, subs)
+	for i, s := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < 300; {
+				select {
+				case <-s.Ready():
+				case <-time.After(5 * time.Second):
+					t.Errorf("subscriber %d: only %d of 300", i, n)
+					return
+				}
+				msgs, _, _ := s.Take()
+				if len(msgs) > 0 {
+					frames[i]++
+					n += len(msgs)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	limit := int(el/(subs*time.Second/budget)) + 2
+	for i, f := range frames {
+		if f > limit {
+			t.Fatalf("subscriber %d: %d frames in %v (at most %d at %d frames/s for %d subscribers)", i, f, el, limit, budget, subs)
+		}
 	}
 }
 

@@ -84,6 +84,13 @@ type config struct {
 
 func main() {
 	if spec := os.Getenv(changesChildEnv); spec != "" {
+		if p := os.Getenv("ROOKERY_BENCH_CHILD_CPUPROFILE"); p != "" { // where the subscribers' CPU goes
+			if f, err := os.Create(p); err == nil {
+				if pprof.StartCPUProfile(f) == nil {
+					defer pprof.StopCPUProfile()
+				}
+			}
+		}
 		if err := changesChild(spec, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "bench changes child:", err)
 			os.Exit(1)

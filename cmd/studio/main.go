@@ -76,6 +76,7 @@ type options struct {
 	maxMultiGet                                                      int
 	// The Changes API (web.Config's Changes… fields).
 	changesMaxPending    int
+	changesFrameBudget   int
 	changesFrameInterval time.Duration
 	// tagSet: --node-tag (or ROOKERY_NODE_TAG) was given explicitly.
 	tagSet bool
@@ -135,6 +136,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.patchTimeLimit, "patch-time-limit", patch.DefaultTimeLimit, "time the JavaScript patch scripts of one request share (PATCH /docs, the PATCH commands of a batch); a script still running then fails the request and nothing of it is written (0: the default)")
 	fs.IntVar(&o.maxMultiGet, "max-multi-get", web.DefaultMaxMultiGet, "most inner requests of one multi_get (the session's lazy operations; 0: the default)")
 	fs.IntVar(&o.changesMaxPending, "changes-max-pending", changes.DefaultMaxPending, "most notifications queued for one Changes API websocket; a client that lets more pile up is dropped (close 1008, \"too slow\")")
+	fs.IntVar(&o.changesFrameBudget, "changes-frame-budget", changes.DefaultFrameBudget, "frames a second a database's Changes API subscribers get together while changes keep coming; with more subscribers the frames are spaced further apart than --changes-frame-interval")
 	fs.DurationVar(&o.changesFrameInterval, "changes-frame-interval", changes.DefaultFrameInterval, "shortest time between two frames of a database's Changes API notifications while they keep coming (the first after a quiet spell goes at once)")
 	fs.IntVar(&o.maxDocReferences, "max-doc-references", studio.DefaultMaxDocReferences, "most distinct strings of a document the studio's document page checks for being ids of other documents, to link them (-1: none)")
 	fs.DurationVar(&o.attachmentsCollectAfter, "attachments-collect-after", web.DefaultAttachmentsCollectAfter, "how long attachment content released through replication (a replicated delete, or a version without it) is kept before it is deleted when nothing refers to it or sent it again")
@@ -243,7 +245,7 @@ func run(args []string, stderr io.Writer) error {
 		AlertNodeUnreachable: o.alertNodeUnreachable, AlertReplicationError: o.alertReplicationError, AlertReplicationLag: o.alertReplicationLag,
 		AlertIndexStale: o.alertIndexStale, AlertLeaderWindow: o.alertLeaderWindow, AlertElections: o.alertElections,
 		AlertCertificateDays: o.alertCertificateDays, MaxAlerts: o.maxAlerts,
-		ChangesMaxPending: o.changesMaxPending, ChangesFrameInterval: o.changesFrameInterval}
+		ChangesMaxPending: o.changesMaxPending, ChangesFrameInterval: o.changesFrameInterval, ChangesFrameBudget: o.changesFrameBudget}
 	if err := resolveTag(&o, &cfg, log); err != nil {
 		return err
 	}

@@ -88,3 +88,39 @@ func TestFreshBuildUnderWritesKeepsOneEntryPerDocument(t *testing.T) {
 	write(300)
 	check(ix, "rebuilt through a restart")
 }
+
+// A document that leaves one collection of a multi-collection index for
+// another (deleted, then created in the other: its tombstone goes) while
+// the first build runs keeps one entry: the version in the second
+// collection is newer than the build's start, so its old entry is looked
+// for and removed.
+func TestFreshBuildDocumentChangingCollection(t *testing.T) {
+	db, dir := newDB(t)
+	for i := 0; i < 2000; i += 500 {
+		var docs [][3]string
+		for j := i; j < i+500; j++ {
+			docs = append(docs, [3]string{fmt.Sprintf("orders/%d", j), "Orders", fmt.Sprintf(`{"Total":%d}`, j%10)})
+		}
+		put(t, db, docs...)
+	}
+	put(t, db, [3]string{"zed/1", "Zarchive", `{"Total":1}`})
+	def := Definition{Name: "Totals", Type: TypeJavaScriptMap, Maps: []string{
+		"map('Orders', o => ({ Total: o.Total, Kind: 'orders' }))",
+		"map('Zarchive', o => ({ Total: o.Total, Kind: 'archive' }))",
+	}}
+	ix := openIndex(t, db, dir, def, Options{BatchSize: 50})
+	for ix.Stats().Collections["Orders"].LastProcessedDocumentEtag == 0 {
+		put(t, db, [3]string{"zed/2", "Zarchive", `{"Total":2}`})
+	}
+	// orders/0 was indexed by the first batch; it moves to Zarchive.
+	del(t, db, "orders/0")
+	put(t, db, [3]string{"orders/0", "Zarchive", `{"Total":0}`})
+	wait(t, ix)
+	if got := ids(t, ix, "Kind = 'orders' and Total = 0", nil); len(got) != 199 {
+		t.Fatalf("%d Orders entries with Total 0, want 199 (orders/0 left)", len(got))
+	}
+	eq(t, "archived", ids(t, ix, "Kind = 'archive'", nil), []string{"orders/0", "zed/1", "zed/2"})
+	if s := ix.Stats(); s.EntriesCount != 2002 {
+		t.Fatalf("%d entries, want 2002", s.EntriesCount)
+	}
+}

@@ -69,13 +69,14 @@ type Index struct {
 	connMu sync.RWMutex // write-held while Reset swaps the files
 	w, r   *sql.DB
 
-	// fresh is, per source collection, the database's last etag when the
-	// collection's map pass started from etag 0 (no entry of it in the
-	// file). Until the pass passes it, a document version at or below it
-	// cannot have entries yet (its later versions get higher etags), so it
-	// is mapped without looking for old ones. Used by the writer goroutine
-	// only; a restart mid-pass loses it (the rest of the pass looks).
-	fresh map[string]int64
+	// fresh is the database's last etag when a batch began with nothing
+	// indexed yet, of any collection. A document version at or below it
+	// existed before the index began, so it cannot have entries yet (an
+	// earlier version, in this collection or another, was replaced before
+	// the index began; a later one gets a higher etag): it is mapped
+	// without looking for old entries. Used by the writer goroutine only; a
+	// restart mid-build loses it (the rest of the build looks).
+	fresh int64
 
 	mu           sync.RWMutex
 	fields       map[string]*field // by fieldKey

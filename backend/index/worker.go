@@ -233,6 +233,13 @@ func (ix *Index) runBatch(ctx context.Context) (more bool, err error) {
 	b.multi = ix.multiEntries
 	b.refsUsed = len(ix.refs) > 0
 	ix.mu.RUnlock()
+	empty := true // nothing indexed yet, of any collection
+	for _, e := range b.etags {
+		empty = empty && e.docs == 0 && e.tombs == 0
+	}
+	if empty {
+		ix.fresh = ix.db.LastEtag()
+	}
 	defer func() {
 		for _, s := range b.stmts {
 			s.Close()
@@ -307,15 +314,9 @@ func (b *batch) mapPass(key string) error {
 	e := b.etags[key]
 	ix := b.ix
 	b.cur = key
-	if e.name != AllDocs && e.docs == 0 {
-		if ix.fresh == nil {
-			ix.fresh = map[string]int64{}
-		}
-		ix.fresh[key] = ix.db.LastEtag()
-	}
 	fresh := int64(0)
 	if e.name != AllDocs {
-		fresh = ix.fresh[key]
+		fresh = ix.fresh
 	}
 	for !b.full {
 		n := min(readChunk, ix.opts.BatchSize-b.units)

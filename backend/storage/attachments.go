@@ -304,22 +304,27 @@ func (tx *Tx) storeContent(st *Staged, complete bool, cv string) error {
 	return nil
 }
 
-func (tx *Tx) restampContent(hash, cv string) error {
-	rows, err := tx.stmt(sqlAttChunkList).Query(hash)
+// column reads the one column of every row of a query (rows and err as
+// the query returned them) and closes the rows.
+func column[T any](rows *sql.Rows, err error) ([]T, error) {
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var etags []int64
+	defer rows.Close()
+	var out []T
 	for rows.Next() {
-		var e int64
-		if err := rows.Scan(&e); err != nil {
-			rows.Close()
-			return err
+		var v T
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
 		}
-		etags = append(etags, e)
+		out = append(out, v)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	return out, rows.Err()
+}
+
+func (tx *Tx) restampContent(hash, cv string) error {
+	etags, err := column[int64](tx.stmt(sqlAttChunkList).Query(hash))
+	if err != nil {
 		return err
 	}
 	for _, e := range etags {
@@ -415,21 +420,8 @@ func (tx *Tx) dropRefs(key string, collect bool) ([]string, error) {
 	if !tx.mayHaveAttachments() {
 		return nil, nil
 	}
-	rows, err := tx.stmt(sqlAttRefsDrop).Query(key)
-	if err != nil {
-		return nil, err
-	}
-	var hashes []string
-	for rows.Next() {
-		var h string
-		if err := rows.Scan(&h); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		hashes = append(hashes, h)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || !collect {
+	hashes, err := column[string](tx.stmt(sqlAttRefsDrop).Query(key))
+	if err != nil || !collect {
 		return hashes, err
 	}
 	_, err = tx.collect(hashes)
@@ -565,22 +557,9 @@ func (db *DB) CollectReleased(ctx context.Context, before time.Time) (int, error
 		}
 		more := false
 		err = db.Write(ctx, func(tx *Tx) error {
-			rows, err := tx.tx.Query(`DELETE FROM attachment_released WHERE hash IN
-				(SELECT hash FROM attachment_released WHERE at < ? ORDER BY at LIMIT ?) RETURNING hash`, before.UnixMilli(), collectReleasedBatch)
+			hashes, err := column[string](tx.tx.Query(`DELETE FROM attachment_released WHERE hash IN
+				(SELECT hash FROM attachment_released WHERE at < ? ORDER BY at LIMIT ?) RETURNING hash`, before.UnixMilli(), collectReleasedBatch))
 			if err != nil {
-				return err
-			}
-			var hashes []string
-			for rows.Next() {
-				var h string
-				if err := rows.Scan(&h); err != nil {
-					rows.Close()
-					return err
-				}
-				hashes = append(hashes, h)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
 				return err
 			}
 			more = len(hashes) == collectReleasedBatch
@@ -601,21 +580,8 @@ func (db *DB) CollectReleased(ctx context.Context, before time.Time) (int, error
 func (db *DB) CollectAttachments(ctx context.Context) (int, error) {
 	n := 0
 	err := db.Write(ctx, func(tx *Tx) error {
-		rows, err := tx.tx.Query(`SELECT DISTINCT hash FROM attachment_chunks WHERE hash NOT IN (SELECT hash FROM attachments)`)
+		hashes, err := column[string](tx.tx.Query(`SELECT DISTINCT hash FROM attachment_chunks WHERE hash NOT IN (SELECT hash FROM attachments)`))
 		if err != nil {
-			return err
-		}
-		var hashes []string
-		for rows.Next() {
-			var h string
-			if err := rows.Scan(&h); err != nil {
-				rows.Close()
-				return err
-			}
-			hashes = append(hashes, h)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		n, err = tx.collect(hashes)

@@ -467,21 +467,8 @@ func (tx *Tx) addConflict(key string, it Item) error {
 // are released (the version that replaces them lists its own).
 func (tx *Tx) dropConflicts(key string) error {
 	if tx.mayHaveAttachments() {
-		rows, err := tx.tx.Query(`SELECT body FROM conflicts WHERE key = ? AND instr(body, '"@attachments"') > 0`, key)
+		bodies, err := column[[]byte](tx.tx.Query(`SELECT body FROM conflicts WHERE key = ? AND instr(body, '"@attachments"') > 0`, key))
 		if err != nil {
-			return err
-		}
-		var bodies [][]byte
-		for rows.Next() {
-			var b []byte
-			if err := rows.Scan(&b); err != nil {
-				rows.Close()
-				return err
-			}
-			bodies = append(bodies, b)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		for _, b := range bodies {

@@ -21,18 +21,8 @@ func (s *Server) maybeCollectAttachments(now time.Time) {
 	}
 	s.lastCollect = now
 	dbs := s.catalog.All()
-	go func() {
-		defer s.collecting.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		go func() {
-			select {
-			case <-s.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		before := now.Add(-s.cfg.AttachmentsCollectAfter)
+	before := now.Add(-s.cfg.AttachmentsCollectAfter)
+	s.backgroundPass(&s.collecting, func(ctx context.Context) {
 		for _, db := range dbs {
 			n, err := db.CollectReleased(ctx, before)
 			if err != nil {
@@ -45,5 +35,5 @@ func (s *Server) maybeCollectAttachments(now time.Time) {
 				s.log.Info("released attachment content deleted", "db", db.Name(), "contents", n)
 			}
 		}
-	}()
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -48,8 +49,15 @@ func (s *Server) maybeCleanupIndexes(now time.Time) {
 		return
 	}
 	s.lastCleanup = now
+	s.backgroundPass(&s.cleaning, s.cleanupIndexes)
+}
+
+// backgroundPass runs one pass of a ticker's job in its own goroutine, with
+// at most a minute and cancelled when the server stops; busy, already set
+// by the caller, is cleared when the pass ends.
+func (s *Server) backgroundPass(busy *atomic.Bool, pass func(context.Context)) {
 	go func() {
-		defer s.cleaning.Store(false)
+		defer busy.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		go func() {
@@ -59,7 +67,7 @@ func (s *Server) maybeCleanupIndexes(now time.Time) {
 			case <-ctx.Done():
 			}
 		}()
-		s.cleanupIndexes(ctx)
+		pass(ctx)
 	}()
 }
 

@@ -96,8 +96,12 @@ type batch struct {
 	// counts: the batch's changes to value_counts, per column and value
 	// (written by persist).
 	counts map[countKey]int64
-	errs   []IndexingError
-	dirty  map[string]bool // map-reduce groups to recompute
+	// dropSQL deletes a document's entries returning their columns, for
+	// dropCols fields.
+	dropSQL  string
+	dropCols int
+	errs     []IndexingError
+	dirty    map[string]bool // map-reduce groups to recompute
 	// remapped: the reference scan sequence (seq) current when a source
 	// document was last re-mapped in this batch; a referenced document read
 	// by scan s need not re-map a source re-mapped at a sequence >= s (it
@@ -482,12 +486,15 @@ func (b *batch) count(col int, v any, d int64) {
 // dropEntryRows deletes the entries rows of one document (or group) and
 // takes their values off value_counts.
 func (b *batch) dropEntryRows(doc string) error {
-	var q strings.Builder
-	q.WriteString("DELETE FROM entries WHERE doc = ? RETURNING 0")
-	for _, f := range b.byCol {
-		fmt.Fprintf(&q, ", c%d", f.col)
+	if b.dropSQL == "" || b.dropCols != len(b.byCol) { // once per batch and field count
+		var q strings.Builder
+		q.WriteString("DELETE FROM entries WHERE doc = ? RETURNING 0")
+		for _, f := range b.byCol {
+			fmt.Fprintf(&q, ", c%d", f.col)
+		}
+		b.dropSQL, b.dropCols = q.String(), len(b.byCol)
 	}
-	s, err := b.stmt(q.String())
+	s, err := b.stmt(b.dropSQL)
 	if err != nil {
 		return err
 	}

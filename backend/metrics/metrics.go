@@ -42,7 +42,7 @@ func New() *Engine {
 		}),
 		Transactions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rookery_transactions_total",
-			Help: "Merged SQLite transactions, by outcome.",
+			Help: "Merged SQLite transactions, by outcome: committed; rolled_back (a request alone in its transaction failed); failed (BEGIN or COMMIT failed).",
 		}, []string{"outcome"}),
 		HiLoCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rookery_hilo_calls_total",

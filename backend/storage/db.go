@@ -157,9 +157,10 @@ type itemHook struct {
 }
 
 type writeReq struct {
-	ctx  context.Context
-	fn   func(*Tx) error
-	done chan error
+	ctx   context.Context
+	fn    func(*Tx) error
+	done  chan error
+	alone bool // a transaction of its own (SubmitAlone)
 }
 
 func dsn(path string, readOnly bool) string {
@@ -549,7 +550,17 @@ func (db *DB) Write(ctx context.Context, fn func(tx *Tx) error) error {
 // what Write would return. Requests run in the order they were submitted,
 // so a caller can keep several in flight (they may share a commit).
 func (db *DB) Submit(ctx context.Context, fn func(tx *Tx) error) <-chan error {
-	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	return db.submit(&writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)})
+}
+
+// SubmitAlone is Submit for a large request that gains nothing from sharing
+// a commit (a bulk insert's batch): it runs in a transaction of its own,
+// never merged with others.
+func (db *DB) SubmitAlone(ctx context.Context, fn func(tx *Tx) error) <-chan error {
+	return db.submit(&writeReq{ctx: ctx, fn: fn, done: make(chan error, 1), alone: true})
+}
+
+func (db *DB) submit(req *writeReq) <-chan error {
 	db.closeMu.RLock()
 	defer db.closeMu.RUnlock()
 	if db.closed {
@@ -558,8 +569,8 @@ func (db *DB) Submit(ctx context.Context, fn func(tx *Tx) error) <-chan error {
 	}
 	select {
 	case db.reqs <- req:
-	case <-ctx.Done():
-		req.done <- ctx.Err()
+	case <-req.ctx.Done():
+		req.done <- req.ctx.Err()
 	}
 	// Once queued the request always completes: it either runs, or is
 	// skipped because its context ended before it started.
@@ -606,13 +617,27 @@ func (db *DB) Close() error {
 func (db *DB) writeLoop() {
 	defer close(db.done)
 	batch := make([]*writeReq, 0, maxMerge)
-	for req := range db.reqs {
+	var next *writeReq // an alone request met while merging: the next batch
+	for {
+		req := next
+		next = nil
+		if req == nil {
+			r, ok := <-db.reqs
+			if !ok {
+				break
+			}
+			req = r
+		}
 		batch = append(batch[:0], req)
 	drain:
-		for len(batch) < maxMerge {
+		for !req.alone && len(batch) < maxMerge {
 			select {
 			case r, ok := <-db.reqs:
 				if !ok {
+					break drain
+				}
+				if r.alone {
+					next = r
 					break drain
 				}
 				batch = append(batch, r)
@@ -663,15 +688,24 @@ func (db *DB) runBatch(batch []*writeReq) {
 	}
 	db.mu.RUnlock()
 	startEtag, startCV := tx.lastEtag, tx.cvText
+	// A request alone in its transaction needs no savepoint: when it
+	// fails, the whole transaction is rolled back.
+	alone := len(batch) == 1
 	ok := 0
 	for i, req := range batch {
 		if err := req.ctx.Err(); err != nil {
 			errs[i] = err
 			continue
 		}
-		if errs[i] = tx.run(req.fn); errs[i] == nil {
+		if errs[i] = tx.run(req.fn, !alone); errs[i] == nil {
 			ok++
 		}
+	}
+	if alone && errs[0] != nil {
+		_ = sqlTx.Rollback()
+		batch[0].done <- errs[0]
+		db.metrics.Transactions.WithLabelValues("rolled_back").Inc()
+		return
 	}
 	if ok > 0 {
 		if err := tx.persist(startEtag, startCV); err != nil {

@@ -19,21 +19,22 @@ const putManyRows = 32
 
 // sqlInsertRun inserts putManyRows new documents, skipping any whose key is
 // taken (by an existing document or by an earlier row of the same
-// statement).
+// statement). OR IGNORE, not ON CONFLICT(key) DO NOTHING: with no
+// constraint left that could abort the statement, SQLite needs no
+// statement journal for it (the etags are new and every column is given).
 var sqlInsertRun = func() string {
 	var b strings.Builder
-	b.WriteString(`INSERT INTO docs(etag, key, id, collection, change_vector, last_modified, flags, body) VALUES `)
+	b.WriteString(`INSERT OR IGNORE INTO docs(etag, key, id, collection, change_vector, last_modified, flags, body) VALUES `)
 	for i := 0; i < putManyRows; i++ {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString(`(?, ?, ?, ?, ?, ?, 0, ?)`)
 	}
-	b.WriteString(` ON CONFLICT(key) DO NOTHING`)
 	return b.String()
 }()
 
-const sqlEtagsIn = `SELECT etag FROM docs WHERE etag BETWEEN ? AND ?`
+const sqlEtagsIn = `SELECT etag, key FROM docs WHERE etag BETWEEN ? AND ?`
 
 func init() {
 	writerStatements = append(writerStatements, sqlInsertRun, sqlEtagsIn)
@@ -45,8 +46,8 @@ func init() {
 // and the caller's request rolls back as it would after Put's error).
 //
 // While the database holds no tombstone and no conflict, runs of
-// putManyRows documents with plain ids go in one multi-row INSERT … ON
-// CONFLICT(key) DO NOTHING, each row with the etag and change vector Put
+// putManyRows documents with plain ids go in one multi-row INSERT OR
+// IGNORE (no statement journal: nothing is left that could abort), each row with the etag and change vector Put
 // would have given it; a row that was skipped (its id existed, or came
 // earlier in the run) is then written by Put with that same etag, in
 // order. Everything else (generated ids, short runs, a database with
@@ -131,7 +132,9 @@ func (tx *Tx) putRun(run []PutItem, out []Info) ([]Info, error) {
 	var inserted map[int64]bool
 	if n != int64(len(run)) {
 		// Some ids were taken: find which rows went in (their etags are
-		// new, so a row with that etag is one of them).
+		// new, so a row with that etag and key is one of them; OR IGNORE
+		// would also skip a row whose etag were taken, which must not
+		// pass for inserted).
 		inserted = make(map[int64]bool, n)
 		r, err := tx.stmt(sqlEtagsIn).Query(baseEtag+1, baseEtag+int64(len(run)))
 		if err != nil {
@@ -139,11 +142,14 @@ func (tx *Tx) putRun(run []PutItem, out []Info) ([]Info, error) {
 		}
 		for r.Next() {
 			var e int64
-			if err := r.Scan(&e); err != nil {
+			var key string
+			if err := r.Scan(&e, &key); err != nil {
 				r.Close()
 				return out, err
 			}
-			inserted[e] = true
+			if k := e - baseEtag - 1; rows[k].key == key {
+				inserted[e] = true
+			}
 		}
 		r.Close()
 		if err := r.Err(); err != nil {

@@ -9,9 +9,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rookerydb/rookery/backend/changevector"
 	"github.com/rookerydb/rookery/backend/dberr"
 	"github.com/rookerydb/rookery/backend/document"
+	"github.com/rookerydb/rookery/backend/metrics"
 	"github.com/rookerydb/rookery/backend/storage"
 )
 
@@ -337,5 +339,66 @@ func TestCloseRejectsWrites(t *testing.T) {
 	err = db.Write(context.Background(), func(tx *storage.Tx) error { return nil })
 	if !dberr.Is(err, dberr.Unavailable) {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// SubmitAlone's request is never merged with others: the requests queued
+// before and after it commit in transactions of their own, and its failure
+// (with no savepoint) rolls back only what it did.
+func TestSubmitAloneRunsAlone(t *testing.T) {
+	m := metrics.New()
+	db, err := storage.Open(filepath.Join(t.TempDir(), "db.sqlite"), storage.Options{Name: "alone", Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	release := make(chan struct{})
+	started := make(chan struct{})
+	blocker := db.Submit(ctx, func(tx *storage.Tx) error {
+		close(started)
+		<-release
+		return nil
+	})
+	<-started
+	putFn := func(id string, fail bool) func(*storage.Tx) error {
+		return func(tx *storage.Tx) error {
+			if _, err := tx.Put(id, doc(t, `{"@metadata":{"@collection":"A"}}`), nil); err != nil {
+				return err
+			}
+			if fail {
+				return errors.New("planned failure")
+			}
+			return nil
+		}
+	}
+	before := []<-chan error{db.Submit(ctx, putFn("a/1", false)), db.Submit(ctx, putFn("a/2", false))}
+	alone := db.SubmitAlone(ctx, putFn("a/3", true))
+	after := []<-chan error{db.Submit(ctx, putFn("a/4", false)), db.Submit(ctx, putFn("a/5", false))}
+	close(release)
+	if err := <-blocker; err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range append(before, after...) {
+		if err := <-c; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-alone; err == nil || !strings.Contains(err.Error(), "planned failure") {
+		t.Fatalf("alone: %v", err)
+	}
+	if d, _ := db.Get(ctx, "a/3"); d != nil {
+		t.Fatal("the failed request's put survived")
+	}
+	if s := db.Stats(); s.Documents != 4 || s.LastEtag != 4 {
+		t.Fatalf("stats %+v", s)
+	}
+	// blocker, [a/1 a/2], [a/4 a/5]: three commits; the alone request one
+	// rollback. Merged with its neighbours, it would have left two commits.
+	if c := testutil.ToFloat64(m.Transactions.WithLabelValues("committed")); c != 3 {
+		t.Fatalf("%v committed transactions, want 3", c)
+	}
+	if r := testutil.ToFloat64(m.Transactions.WithLabelValues("rolled_back")); r != 1 {
+		t.Fatalf("%v rolled back transactions, want 1", r)
 	}
 }

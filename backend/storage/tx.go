@@ -70,8 +70,15 @@ func (tx *Tx) exec(q string, args ...any) (sql.Result, error) { return tx.stmt(q
 func (tx *Tx) queryRow(q string, args ...any) *sql.Row { return tx.stmt(q).QueryRow(args...) }
 
 // run executes one request's function inside a savepoint, so that its
-// failure rolls back its own changes and nothing else.
-func (tx *Tx) run(fn func(*Tx) error) error {
+// failure rolls back its own changes and nothing else. Without savepoint
+// (a request alone in its transaction), the caller rolls back the whole
+// transaction when it fails.
+func (tx *Tx) run(fn func(*Tx) error, savepoint bool) error {
+	if !savepoint {
+		tx.actor, tx.skipRev = "", false
+		tx.itemsMark = len(tx.items)
+		return safeCall(fn, tx)
+	}
 	if _, err := tx.exec(sqlSavepoint); err != nil {
 		return err
 	}

@@ -182,7 +182,8 @@ func Run(ctx context.Context, db *storage.DB, r io.Reader, opts Options, report 
 				continue
 			}
 			p.Total++
-			cur.items = append(cur.items, storage.PutItem{ID: c.id, Doc: c.doc})
+			// The key is worked out here, beside the parsing, not on the writer.
+			cur.items = append(cur.items, storage.PutItem{ID: c.id, Doc: c.doc, Key: storage.LowerID(c.id)})
 			cur.bytes += int64(len(c.doc.Body))
 			if len(cur.items) >= opts.BatchDocs || cur.bytes >= opts.BatchBytes {
 				if err := submit(); err != nil {

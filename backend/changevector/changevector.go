@@ -238,6 +238,32 @@ func (v Vector) WithEntry(tag string, etag int64, dbid string) Vector {
 	return out.normalized()
 }
 
+// EtagTemplate splits v.WithEntry(tag, e, dbid).String() around the etag:
+// for every e, that text is before + strconv.FormatInt(e, 10) + after (the
+// entries are ordered by database id, never by etag). It lets a run of
+// writes format their vectors without building a vector each.
+func (v Vector) EtagTemplate(tag, dbid string) (before, after string) {
+	w := v.WithEntry(tag, 0, dbid)
+	var b strings.Builder
+	b.Grow(len(w) * 36)
+	for i, e := range w {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(e.Tag)
+		b.WriteByte(':')
+		if e.DBID == dbid {
+			before = b.String()
+			b.Reset()
+		} else {
+			b.WriteString(strconv.FormatInt(e.Etag, 10))
+		}
+		b.WriteByte('-')
+		b.WriteString(e.DBID)
+	}
+	return before, b.String()
+}
+
 // Status is the result of comparing an incoming vector with a local one.
 type Status int
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"strings"
+	"strconv"
 	"testing"
 )
 
@@ -200,4 +201,28 @@ func FuzzParse(f *testing.F) {
 		_ = Compare(v, again)
 		_ = Merge(v, again).String()
 	})
+}
+
+func TestEtagTemplateEqualsWithEntry(t *testing.T) {
+	const dbid = "MMMMMMMMMMMMMMMMMMMMMM"
+	for _, text := range []string{
+		"",
+		"A:5-" + dbid,
+		"B:7-AAAAAAAAAAAAAAAAAAAAAA, A:5-" + dbid + ", C:9-ZZZZZZZZZZZZZZZZZZZZZZ",
+		"B:7-AAAAAAAAAAAAAAAAAAAAAA",
+		"C:9-ZZZZZZZZZZZZZZZZZZZZZZ",
+		"B:7-AAAAAAAAAAAAAAAAAAAAAA, C:9-ZZZZZZZZZZZZZZZZZZZZZZ, A:99999-" + dbid,
+	} {
+		v, err := Parse(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, after := v.EtagTemplate("A", dbid)
+		for _, e := range []int64{1, 9, 10, 4, 123456789} {
+			want := v.WithEntry("A", e, dbid).String()
+			if got := before + strconv.FormatInt(e, 10) + after; got != want {
+				t.Fatalf("%q, etag %d: template gives %q, WithEntry %q", text, e, got, want)
+			}
+		}
+	}
 }

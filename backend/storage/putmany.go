@@ -12,6 +12,9 @@ import (
 type PutItem struct {
 	ID  string
 	Doc document.Parsed
+	// Key, when not empty, is LowerID(ID), worked out by the caller off
+	// the writer (a bulk insert's reader does).
+	Key string
 }
 
 // putManyRows is how many new documents one multi-row INSERT carries.
@@ -110,14 +113,22 @@ func (tx *Tx) putRun(run []PutItem, out []Info) ([]Info, error) {
 	}
 	rows := make([]row, len(run))
 	args := make([]any, 0, 7*len(run))
+	// Every row's vector is the base with this node's entry at the row's
+	// etag: format it from a template rather than build a vector per row.
+	cvBefore, cvAfter := base.EtagTemplate(tx.db.nodeTag, tx.db.dbid)
+	var cvBuf []byte
 	for k, it := range run {
 		etag := baseEtag + 1 + int64(k)
-		cv := base.WithEntry(tx.db.nodeTag, etag, tx.db.dbid).String()
+		cvBuf = append(strconv.AppendInt(append(cvBuf[:0], cvBefore...), etag, 10), cvAfter...)
+		cv := string(cvBuf)
 		ckey, cname := tx.collectionKey(it.Doc.Collection)
 		// Register the spelling now, so a later row of a new collection
 		// gets the first row's spelling, as Put one by one would.
 		tx.delta(ckey, cname)
-		key := LowerID(it.ID)
+		key := it.Key
+		if key == "" {
+			key = LowerID(it.ID)
+		}
 		rows[k] = row{key: key, cname: cname, ckey: ckey, cv: cv}
 		args = append(args, etag, key, it.ID, cname, cv, lm, it.Doc.Body)
 	}

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 )
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -345,19 +346,19 @@ func (s *Studio) indexAction(c echo.Context) (db *storage.DB, rec cluster.IndexR
 // (no database, no such index, no open indexes on this node, or the index
 // not open here); the handler then returns done. notOpen ends the message
 // for an index not open here ("; nothing was resumed.").
-func (s *Studio) localIndexAction(c echo.Context, notOpen string) (ix *index.Index, rec cluster.IndexRecord, back string, done error) {
+func (s *Studio) localIndexAction(c echo.Context, notOpen string) (db *storage.DB, ix *index.Index, rec cluster.IndexRecord, back string, done error) {
 	db, rec, back, err := s.indexAction(c)
 	if db == nil {
-		return nil, rec, back, err
+		return nil, nil, rec, back, err
 	}
 	if s.Indexes == nil {
-		return nil, rec, back, redirectFlash(c, back, errNoIndexes.Error(), true)
+		return nil, nil, rec, back, redirectFlash(c, back, errNoIndexes.Error(), true)
 	}
 	ix, ok := s.Indexes.Get(db.Name(), rec.Name)
 	if !ok {
-		return nil, rec, back, redirectFlash(c, back, "Index "+rec.Name+" is not open on node "+s.NodeTag+notOpen, true)
+		return nil, nil, rec, back, redirectFlash(c, back, "Index "+rec.Name+" is not open on node "+s.NodeTag+notOpen, true)
 	}
-	return ix, rec, back, nil
+	return db, ix, rec, back, nil
 }
 
 // decision is a person's action for the index log.
@@ -371,16 +372,23 @@ func (s *Studio) decision(c echo.Context, name, action, reason string) cluster.I
 
 // indexReset serves POST /studio/db/{db}/index/reset: this node's copy of
 // the index drops its entries and indexes from scratch (other nodes keep
-// theirs).
+// theirs). The rebuild is an operation, as after the API's reset: shown
+// with the running operations, and killing it pauses the index.
 func (s *Studio) indexReset(c echo.Context) error {
-	ix, rec, back, done := s.localIndexAction(c, " yet; nothing was reset.")
+	db, ix, rec, back, done := s.localIndexAction(c, " yet; nothing was reset.")
 	if ix == nil {
 		return done
 	}
 	if err := ix.Reset(); err != nil {
 		return redirectFlash(c, back, err.Error(), true)
 	}
-	return redirectFlash(c, back, "Index "+rec.Name+" reset on node "+s.NodeTag+": it indexes from scratch here (the other nodes keep their copies).", false)
+	msg := "Index " + rec.Name + " reset on node " + s.NodeTag + ": it indexes from scratch here (the other nodes keep their copies)."
+	if s.Operations != nil {
+		if id, err := index.FollowReset(s.Operations, db.Name(), db.LastEtag(), ix); err == nil {
+			msg += " The rebuild is operation " + strconv.FormatInt(id, 10) + "."
+		}
+	}
+	return redirectFlash(c, back, msg, false)
 }
 
 // indexPaused is the state the studio shows for an index paused on this
@@ -390,7 +398,7 @@ const indexPaused = "Paused"
 // indexResume serves POST /studio/db/{db}/index/resume: this node's copy of
 // a paused index indexes again from where it stopped.
 func (s *Studio) indexResume(c echo.Context) error {
-	ix, rec, back, done := s.localIndexAction(c, "; nothing was resumed.")
+	_, ix, rec, back, done := s.localIndexAction(c, "; nothing was resumed.")
 	if ix == nil {
 		return done
 	}

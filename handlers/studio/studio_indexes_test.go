@@ -22,6 +22,7 @@ import (
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/index"
 	"github.com/rookerydb/rookery/backend/indexes"
+	"github.com/rookerydb/rookery/backend/operations"
 	"github.com/rookerydb/rookery/backend/query"
 	"github.com/rookerydb/rookery/backend/storage"
 	"github.com/rookerydb/rookery/handlers/studio"
@@ -39,6 +40,7 @@ type indexNode struct {
 	mgr      *index.Manager
 	db       *storage.DB
 	studio   *studio.Studio
+	ops      *operations.Registry
 	h        http.Handler
 	readOnly atomic.Bool
 }
@@ -127,8 +129,10 @@ func startIndexNode(t *testing.T) *indexNode {
 		}
 	}()
 	runner := query.NewRunner(clusterDefs{n}, query.IndexLookup(n.mgr.Get), query.Options{Logger: logger})
+	n.ops = operations.New(operations.Options{})
+	t.Cleanup(n.ops.Close)
 	n.studio = &studio.Studio{Catalog: n.cat, Activity: activity.New(), Alerts: alerts.New(), NodeTag: "A", URL: func() string { return "http://node-a.test" },
-		Cluster: cl, Indexes: n.mgr, Queries: runner}
+		Cluster: cl, Indexes: n.mgr, Queries: runner, Operations: n.ops}
 	e := echo.New()
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -386,9 +390,15 @@ func TestStudioIndexesPages(t *testing.T) {
 	if r, _ := n.cl.Index("shop", jsName); r.State != "" {
 		t.Fatalf("state after enable: %q", r.State)
 	}
-	if r := post("reset", map[string]string{"name": jsName}, nil); r.code != 303 || !strings.Contains(r.flash, "reset on node A") {
+	if r := post("reset", map[string]string{"name": jsName}, nil); r.code != 303 || !strings.Contains(r.flash, "reset on node A") || !strings.Contains(r.flash, "The rebuild is operation ") {
 		t.Fatalf("reset: %+v", r)
 	}
+	// The studio's reset is an operation, as the API's is: listed, and
+	// Completed once the index has caught up.
+	waitFor(t, "the studio's reset is a completed IndexReset operation", func() bool {
+		ops := n.ops.List("shop")
+		return len(ops) == 1 && ops[0].Kind == "IndexReset" && ops[0].State.Status == operations.Completed
+	})
 	// Resume answers an index that is not paused, and both refuse an
 	// unknown index or a cross-site post.
 	if r := post("resume", map[string]string{"name": jsName}, nil); r.code != 303 || !strings.Contains(r.flash, "was not paused on node A; nothing was changed.") {

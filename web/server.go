@@ -155,7 +155,10 @@ type Config struct {
 	// share (patch.DefaultTimeLimit when zero); MaxMultiGet bounds the inner
 	// requests of one multi_get (api.DefaultMaxMultiGet when zero).
 	PatchTimeLimit time.Duration
-	MaxMultiGet    int
+	// ConflictScriptTimeLimit bounds one run of a conflict resolution
+	// script (conflicts.DefaultTimeLimit when zero).
+	ConflictScriptTimeLimit time.Duration
+	MaxMultiGet             int
 	// IndexCleanupInterval is how often the leader applies the auto-index
 	// cleanup rules. DefaultIndexCleanupInterval.
 	IndexCleanupInterval time.Duration
@@ -490,6 +493,9 @@ func New(cfg Config) (*Server, error) {
 	s.watchers = newWatchers(s, cfg.Now)
 	s.watchDamage()
 	engine := conflicts.NewEngine(cfg.Logger)
+	if cfg.ConflictScriptTimeLimit > 0 {
+		engine.TimeLimit = cfg.ConflictScriptTimeLimit
+	}
 	s.resolver = &conflicts.Auto{Engine: engine, Settings: s.cluster, NodeTag: cfg.NodeTag, OnError: s.resolutionFailed}
 	s.bulk = conflicts.NewManager(engine, s.resolver)
 	s.subs = subscriptions.NewManager(s.cluster, func(name string) (subscriptions.DB, error) {

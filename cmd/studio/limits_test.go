@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rookerydb/rookery/backend/conflicts"
 )
 
 // startLimited runs the binary with RLIMIT_NOFILE lowered to nofile (soft
@@ -178,5 +180,21 @@ func TestResourceLimitFlags(t *testing.T) {
 		if err := b.Set(bad); err == nil {
 			t.Fatalf("%q accepted", bad)
 		}
+	}
+}
+
+// --conflict-script-time-limit defaults to the engine's limit and is
+// mirrored by ROOKERY_CONFLICT_SCRIPT_TIME_LIMIT.
+func TestConflictScriptTimeLimitFlag(t *testing.T) {
+	o, err := parse(nil, io.Discard)
+	if err != nil || o.conflictScriptTimeLimit != conflicts.DefaultTimeLimit {
+		t.Fatalf("default %v %v", o.conflictScriptTimeLimit, err)
+	}
+	t.Setenv("ROOKERY_CONFLICT_SCRIPT_TIME_LIMIT", "2s")
+	if o, err = parse(nil, io.Discard); err != nil || o.conflictScriptTimeLimit != 2*time.Second {
+		t.Fatalf("from the environment: %v %v", o.conflictScriptTimeLimit, err)
+	}
+	if o, err = parse([]string{"--conflict-script-time-limit", "250ms"}, io.Discard); err != nil || o.conflictScriptTimeLimit != 250*time.Millisecond {
+		t.Fatalf("flag over the environment: %v %v", o.conflictScriptTimeLimit, err)
 	}
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/rookerydb/rookery/backend/changes"
 	"github.com/rookerydb/rookery/backend/changevector"
+	"github.com/rookerydb/rookery/backend/conflicts"
 	"github.com/rookerydb/rookery/backend/document"
 	"github.com/rookerydb/rookery/backend/history"
 	"github.com/rookerydb/rookery/backend/patch"
@@ -73,6 +74,7 @@ type options struct {
 	alertElections, alertCertificateDays, maxAlerts                  int
 	maxDocReferences                                                 int
 	patchTimeLimit                                                   time.Duration
+	conflictScriptTimeLimit                                          time.Duration
 	maxMultiGet                                                      int
 	// The Changes API (web.Config's Changes… fields).
 	changesMaxPending    int
@@ -133,6 +135,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.minDataRate, "min-data-rate", web.DefaultMinDataRate, "slowest average rate, in bytes/s, at which a request body may arrive or a response be read, once --min-data-rate-grace has passed (-1: off)")
 	fs.DurationVar(&o.minDataRateGrace, "min-data-rate-grace", web.DefaultMinDataRateGrace, "how long a body or a response write may go before --min-data-rate applies")
 	fs.IntVar(&o.maxLivePages, "max-live-pages", web.DefaultMaxLivePages, "most studio pages kept live at once, one websocket each (-1: no cap)")
+	fs.DurationVar(&o.conflictScriptTimeLimit, "conflict-script-time-limit", conflicts.DefaultTimeLimit, "time one run of a conflict resolution script may take (the script strategy, on arrival and in bulk); a script still running then fails and the conflict is kept (0: the default)")
 	fs.DurationVar(&o.patchTimeLimit, "patch-time-limit", patch.DefaultTimeLimit, "time the JavaScript patch scripts of one request share (PATCH /docs, the PATCH commands of a batch); a script still running then fails the request and nothing of it is written (0: the default)")
 	fs.IntVar(&o.maxMultiGet, "max-multi-get", web.DefaultMaxMultiGet, "most inner requests of one multi_get (the session's lazy operations; 0: the default)")
 	fs.IntVar(&o.changesMaxPending, "changes-max-pending", changes.DefaultMaxPending, "most notifications queued for one Changes API websocket; a client that lets more pile up is dropped (close 1008, \"too slow\")")
@@ -239,7 +242,7 @@ func run(args []string, stderr io.Writer) error {
 		MaxChangeVectorLength: o.maxChangeVectorLength, MaxChangeVectorEntries: o.maxChangeVectorEntries, MaxWorkerMessage: o.maxWorkerMessage,
 		MaxConnections: o.maxConnections, MaxRequestBody: int64(o.maxRequestBody), MaxDocumentSize: int64(o.maxDocumentSize), MaxImportSize: int64(o.maxImport), MaxAttachmentSize: int64(o.maxAttachment),
 		MinDataRate: o.minDataRate, MinDataRateGrace: o.minDataRateGrace, MaxLivePages: o.maxLivePages, MaxDocReferences: o.maxDocReferences,
-		PatchTimeLimit: o.patchTimeLimit, MaxMultiGet: o.maxMultiGet,
+		PatchTimeLimit: o.patchTimeLimit, ConflictScriptTimeLimit: o.conflictScriptTimeLimit, MaxMultiGet: o.maxMultiGet,
 		IndexCleanupInterval: o.indexCleanupInterval, AttachmentsCollectAfter: o.attachmentsCollectAfter, DumpDir: o.dumpDir, MaxCmpXchgValueSize: int64(o.maxCmpXchgValue),
 		HistoryRetention: o.historyRetention, HistoryInterval: o.historyInterval, HistoryMaxSeries: o.historyMaxSeries,
 		AlertNodeUnreachable: o.alertNodeUnreachable, AlertReplicationError: o.alertReplicationError, AlertReplicationLag: o.alertReplicationLag,

@@ -193,6 +193,7 @@ var routeRules = map[string]rule{
 	"POST /databases/:db/admin/indexes/enable":        dbAdmin.audited("index.enable", "query:name"),
 	"POST /databases/:db/admin/indexes/disable":       dbAdmin.audited("index.disable", "query:name"),
 	"POST /databases/:db/admin/indexes/start":         dbAdmin.audited("index.resume", "query:name"),
+	"POST /databases/:db/admin/indexes/stop":          dbAdmin.audited("index.pause", "query:name"),
 	"GET /databases/:db/operations/next-operation-id": dbRead,
 	"GET /databases/:db/operations/state":             dbRead,
 	"POST /databases/:db/operations/kill":             dbWrite,

@@ -23,6 +23,10 @@ const {
     SetIndexesPriorityOperation,
     SetIndexesLockOperation,
     GetIndexingStatusOperation,
+    StopIndexOperation,
+    StartIndexOperation,
+    StopIndexingOperation,
+    StartIndexingOperation,
     PatchByQueryOperation,
     DeleteByQueryOperation,
 } = require("ravendb");
@@ -268,6 +272,28 @@ describe("static JavaScript indexes and index operations", () => {
             await ctx.store.maintenance.send(new EnableIndexOperation("Pets/ByOwner"));
             assert.equal(await statusOf("Pets/ByOwner"), "Running");
             assert.deepEqual(await ownerPets("Bob"), ["Kitty", "Loud"], "an enabled index answers again");
+        });
+
+        it("StopIndexOperation / StopIndexingOperation pause indexing, StartIndex(ing)Operation resumes it", async () => {
+            const status = async () => {
+                const st = await ctx.store.maintenance.send(new GetIndexingStatusOperation());
+                return [st.status, Object.fromEntries(st.indexes.map(i => [i.name, i.status]))];
+            };
+            await ctx.store.maintenance.send(new StopIndexOperation("Pets/ByOwner"));
+            let [all, each] = await status();
+            assert.equal(all, "Running");
+            assert.equal(each["Pets/ByOwner"], "Paused");
+            assert.equal(each["People/ByName"], "Running");
+            await ctx.store.maintenance.send(new StartIndexOperation("Pets/ByOwner"));
+            await ctx.store.maintenance.send(new StopIndexingOperation());
+            [all, each] = await status();
+            assert.equal(all, "Paused");
+            assert.ok(Object.values(each).every(s => s === "Paused"), JSON.stringify(each));
+            await ctx.store.maintenance.send(new StartIndexingOperation());
+            [all, each] = await status();
+            assert.equal(all, "Running");
+            assert.ok(Object.values(each).every(s => s === "Running"), JSON.stringify(each));
+            assert.deepEqual(await ownerPets("Bob"), ["Kitty", "Loud"], "a resumed index answers");
         });
 
         it("ResetIndexOperation rebuilds the index with the same results", async () => {

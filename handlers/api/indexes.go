@@ -35,6 +35,7 @@ func (a *API) registerIndexes(e *echo.Echo, g *echo.Group) {
 	g.POST("/admin/indexes/enable", a.enableIndex)
 	g.POST("/admin/indexes/disable", a.disableIndex)
 	g.POST("/admin/indexes/start", a.startIndexing)
+	g.POST("/admin/indexes/stop", a.stopIndexing)
 }
 
 // maxIndexBody bounds a PUT /indexes body.
@@ -404,7 +405,19 @@ func (a *API) indexingStatus(c echo.Context) error {
 		out[i] = st{Name: ix.Name(), Status: runningStatus(ix.State(), ix.PauseReason())}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return writeJSON(c, http.StatusOK, map[string]any{"Status": "Running", "Indexes": out})
+	// Indexing as a whole is Paused when every index is (a database-wide
+	// POST /admin/indexes/stop); disabled ones leave it Running.
+	overall := "Running"
+	if len(out) > 0 {
+		overall = "Paused"
+		for _, o := range out {
+			if o.Status != "Paused" {
+				overall = "Running"
+				break
+			}
+		}
+	}
+	return writeJSON(c, http.StatusOK, map[string]any{"Status": overall, "Indexes": out})
 }
 
 func (a *API) indexStaleness(c echo.Context) error {
@@ -512,6 +525,25 @@ func (a *API) startIndexing(c echo.Context) error {
 	}
 	for _, ix := range ixs {
 		if _, err := ix.Resume(); err != nil {
+			return err
+		}
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// stopIndexing is POST /admin/indexes/stop (the clients' StopIndexOperation
+// with ?name=, StopIndexingOperation without): the indexes stop indexing on
+// this node (Index.Pause, kept across restarts; their queries answer stale)
+// until POST /admin/indexes/start or the studio's Resume. Other nodes go on
+// indexing, as RavenDB's stop is a node's too.
+func (a *API) stopIndexing(c echo.Context) error {
+	ixs, err := a.openIndexes(c)
+	if err != nil {
+		return err
+	}
+	reason := "indexing was stopped on this node by " + who(c) + " (POST /admin/indexes/stop); POST /admin/indexes/start resumes it"
+	for _, ix := range ixs {
+		if err := ix.Pause(reason); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	jsonv2 "github.com/go-json-experiment/json"
@@ -215,6 +217,7 @@ type wireMessage struct {
 
 func (c *Changes) read(ctx context.Context) {
 	defer close(c.done)
+	var docBuf []DocumentChange
 	for {
 		_, data, err := c.conn.Read(ctx)
 		if err != nil {
@@ -226,6 +229,21 @@ func (c *Changes) read(ctx context.Context) {
 			}
 			c.finish(err)
 			return
+		}
+		// Most frames are document changes only, in the one form the
+		// server writes: read those without the JSON decoder.
+		if docs, ok := fastDocumentChanges(data, docBuf[:0]); ok {
+			docBuf = docs
+			if len(docs) > 0 {
+				subs := c.sinks()
+				for _, d := range docs {
+					var v any = d
+					for _, s := range subs {
+						s.offer("DocumentChange", v)
+					}
+				}
+			}
+			continue
 		}
 		// json v2: one pass that validates as it decodes (v1 checks the
 		// whole frame first, then again each Value); a subscriber process
@@ -297,15 +315,137 @@ func (c *Changes) handle(m wireMessage) {
 	default:
 		return // the supported features, topology changes, kinds Rookery does not have
 	}
+	for _, s := range c.sinks() {
+		s.offer(m.Type, v)
+	}
+}
+
+// sinks lists the connection's subscriptions.
+func (c *Changes) sinks() []changeSink {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	subs := make([]changeSink, 0, len(c.subs))
 	for s := range c.subs {
 		subs = append(subs, s)
 	}
-	c.mu.Unlock()
-	for _, s := range subs {
-		s.offer(m.Type, v)
+	return subs
+}
+
+// docChangePrefix opens every message of a document-changes frame as the
+// server writes it.
+const docChangePrefix = `{"Type":"DocumentChange","Value":{`
+
+// fastDocumentChanges reads a frame that is a JSON array of document
+// changes in exactly the form the server writes: no whitespace, each
+// message docChangePrefix, then the members Type, Id, CollectionName and
+// ChangeVector (any order, each at most once) as strings without escapes
+// or null, then "}}". Anything else (another kind of message, an escape,
+// a member it does not know, invalid UTF-8) gives ok false, and the caller
+// decodes the frame with the JSON decoder, 4-5 times slower
+// (BenchmarkChangesFrame); FuzzChangesFrame checks the two agree.
+func fastDocumentChanges(data []byte, out []DocumentChange) (_ []DocumentChange, ok bool) {
+	i := 0
+	if len(data) < 2 || data[0] != '[' {
+		return out, false
 	}
+	i = 1
+	if data[i] == ']' {
+		return out, i+1 == len(data)
+	}
+	for {
+		if !bytes.HasPrefix(data[i:], []byte(docChangePrefix)) {
+			return out, false
+		}
+		i += len(docChangePrefix)
+		var d DocumentChange
+		seen := 0
+		for first := true; ; first = false {
+			if i >= len(data) {
+				return out, false
+			}
+			if data[i] == '}' && first {
+				break
+			}
+			if !first {
+				if data[i] == '}' {
+					break
+				}
+				if data[i] != ',' {
+					return out, false
+				}
+				i++
+			}
+			key, j, ok := plainString(data, i)
+			if !ok || j >= len(data) || data[j] != ':' {
+				return out, false
+			}
+			i = j + 1
+			var field *string
+			var bit int
+			switch string(key) {
+			case "Type":
+				field, bit = &d.Type, 1
+			case "Id":
+				field, bit = &d.ID, 2
+			case "CollectionName":
+				field, bit = &d.CollectionName, 4
+			case "ChangeVector":
+				field, bit = &d.ChangeVector, 8
+			default:
+				return out, false
+			}
+			if seen&bit != 0 {
+				return out, false // a duplicate member: the decoder refuses it
+			}
+			seen |= bit
+			if bytes.HasPrefix(data[i:], []byte("null")) {
+				i += 4
+				continue
+			}
+			v, j, ok := plainString(data, i)
+			if !ok {
+				return out, false
+			}
+			*field = string(v)
+			i = j
+		}
+		// data[i] is the Value's '}'; the message's follows.
+		if i+1 >= len(data) || data[i+1] != '}' {
+			return out, false
+		}
+		i += 2
+		out = append(out, d)
+		if i >= len(data) {
+			return out, false
+		}
+		switch data[i] {
+		case ']':
+			return out, i+1 == len(data)
+		case ',':
+			i++
+		default:
+			return out, false
+		}
+	}
+}
+
+// plainString reads the JSON string at data[i] when it has no escape and
+// no control character and is valid UTF-8: its contents and the index past
+// its closing quote.
+func plainString(data []byte, i int) (s []byte, next int, ok bool) {
+	if i >= len(data) || data[i] != '"' {
+		return nil, 0, false
+	}
+	for j := i + 1; j < len(data); j++ {
+		switch c := data[j]; {
+		case c == '"':
+			s = data[i+1 : j]
+			return s, j + 1, utf8.Valid(s)
+		case c == '\\' || c < 0x20:
+			return nil, 0, false
+		}
+	}
+	return nil, 0, false
 }
 
 // send sends a command and waits for its confirmation. params are the

@@ -85,6 +85,7 @@ fuzz FuzzReader ./backend/smuggler/dump
 fuzz FuzzDocSyntaxPlace ./handlers/studio
 fuzz FuzzRefCandidates ./handlers/studio
 fuzz FuzzRun ./backend/bulkinsert
+fuzz FuzzChangesFrame ./client
 
 step "npm client compatibility suite (ravendb 7.2.2)"
 bash compat/run.sh

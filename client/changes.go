@@ -344,11 +344,10 @@ const docChangePrefix = `{"Type":"DocumentChange","Value":{`
 // decodes the frame with the JSON decoder, 4-5 times slower
 // (BenchmarkChangesFrame); FuzzChangesFrame checks the two agree.
 func fastDocumentChanges(data []byte, out []DocumentChange) (_ []DocumentChange, ok bool) {
-	i := 0
 	if len(data) < 2 || data[0] != '[' {
 		return out, false
 	}
-	i = 1
+	i := 1
 	if data[i] == ']' {
 		return out, i+1 == len(data)
 	}
@@ -359,17 +358,14 @@ func fastDocumentChanges(data []byte, out []DocumentChange) (_ []DocumentChange,
 		i += len(docChangePrefix)
 		var d DocumentChange
 		seen := 0
-		for first := true; ; first = false {
+		for n := 0; ; n++ {
 			if i >= len(data) {
 				return out, false
 			}
-			if data[i] == '}' && first {
+			if data[i] == '}' {
 				break
 			}
-			if !first {
-				if data[i] == '}' {
-					break
-				}
+			if n > 0 {
 				if data[i] != ',' {
 					return out, false
 				}

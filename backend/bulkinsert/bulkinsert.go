@@ -183,8 +183,7 @@ func Run(ctx context.Context, db *storage.DB, r io.Reader, opts Options, report 
 				continue
 			}
 			p.Total++
-			// The key is worked out here, beside the parsing, not on the writer.
-			cur.items = append(cur.items, storage.PutItem{ID: c.id, Doc: c.doc, Key: storage.LowerID(c.id)})
+			cur.items = append(cur.items, storage.PutItem{ID: c.id, Doc: c.doc})
 			cur.bytes += int64(len(c.doc.Body))
 			if len(cur.items) >= opts.BatchDocs || cur.bytes >= opts.BatchBytes {
 				if err := submit(); err != nil {

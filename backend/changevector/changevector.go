@@ -7,6 +7,7 @@ package changevector
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -158,6 +159,12 @@ func (v Vector) String() string {
 	}
 	var b strings.Builder
 	b.Grow(len(v) * 36)
+	v.writeText(&b)
+	return b.String()
+}
+
+// writeText writes the entries in RavenDB's text format.
+func (v Vector) writeText(b *strings.Builder) {
 	for i, e := range v {
 		if i > 0 {
 			b.WriteString(", ")
@@ -168,7 +175,6 @@ func (v Vector) String() string {
 		b.WriteByte('-')
 		b.WriteString(e.DBID)
 	}
-	return b.String()
 }
 
 // Get returns the etag recorded for dbid, 0 when absent.
@@ -244,22 +250,21 @@ func (v Vector) WithEntry(tag string, etag int64, dbid string) Vector {
 // writes format their vectors without building a vector each.
 func (v Vector) EtagTemplate(tag, dbid string) (before, after string) {
 	w := v.WithEntry(tag, 0, dbid)
+	k := slices.IndexFunc(w, func(e Entry) bool { return e.DBID == dbid })
 	var b strings.Builder
-	b.Grow(len(w) * 36)
-	for i, e := range w {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(e.Tag)
-		b.WriteByte(':')
-		if e.DBID == dbid {
-			before = b.String()
-			b.Reset()
-		} else {
-			b.WriteString(strconv.FormatInt(e.Etag, 10))
-		}
-		b.WriteByte('-')
-		b.WriteString(e.DBID)
+	w[:k].writeText(&b)
+	if k > 0 {
+		b.WriteString(", ")
+	}
+	b.WriteString(w[k].Tag)
+	b.WriteByte(':')
+	before = b.String()
+	b.Reset()
+	b.WriteByte('-')
+	b.WriteString(dbid)
+	if k+1 < len(w) {
+		b.WriteString(", ")
+		w[k+1:].writeText(&b)
 	}
 	return before, b.String()
 }

@@ -12,9 +12,6 @@ import (
 type PutItem struct {
 	ID  string
 	Doc document.Parsed
-	// Key, when not empty, is LowerID(ID), worked out by the caller off
-	// the writer (a bulk insert's reader does).
-	Key string
 }
 
 // putManyRows is how many new documents one multi-row INSERT carries.
@@ -50,11 +47,12 @@ func init() {
 //
 // While the database holds no tombstone and no conflict, runs of
 // putManyRows documents with plain ids go in one multi-row INSERT OR
-// IGNORE (no statement journal: nothing is left that could abort), each row with the etag and change vector Put
-// would have given it; a row that was skipped (its id existed, or came
-// earlier in the run) is then written by Put with that same etag, in
-// order. Everything else (generated ids, short runs, a database with
-// tombstones or conflicts) goes through Put.
+// IGNORE (no statement journal: nothing is left that could abort), each
+// row with the etag and change vector Put would have given it; a row that
+// was skipped (its id existed, or came earlier in the run) is then
+// written by Put with that same etag, in order. Everything else
+// (generated ids, short runs, a database with tombstones or conflicts)
+// goes through Put.
 func (tx *Tx) PutMany(items []PutItem) ([]Info, error) {
 	out := make([]Info, 0, len(items))
 	i := 0
@@ -125,10 +123,7 @@ func (tx *Tx) putRun(run []PutItem, out []Info) ([]Info, error) {
 		// Register the spelling now, so a later row of a new collection
 		// gets the first row's spelling, as Put one by one would.
 		tx.delta(ckey, cname)
-		key := it.Key
-		if key == "" {
-			key = LowerID(it.ID)
-		}
+		key := LowerID(it.ID)
 		rows[k] = row{key: key, cname: cname, ckey: ckey, cv: cv}
 		args = append(args, etag, key, it.ID, cname, cv, lm, it.Doc.Body)
 	}

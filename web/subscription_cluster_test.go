@@ -83,23 +83,35 @@ func TestSubscriptionsAcrossTheCluster(t *testing.T) {
 	}
 	// Every node sees the progress B acknowledged.
 	bdb, _ := b.srv.Catalog().Get("rep")
-	for _, n := range nodes {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			sub, _, _ := n.srv.subs.Find("rep", "s", nil)
-			if subscriptions.ParseProgress(sub.Progress).Etag(bdb.DatabaseID()) > 0 {
-				break
+	seen := func(n *replNode) int64 {
+		sub, _, _ := n.srv.subs.Find("rep", "s", nil)
+		return subscriptions.ParseProgress(sub.Progress).Etag(bdb.DatabaseID())
+	}
+	// waitAll waits until every node's copy holds B's progress as B has it:
+	// an ack is a compare-and-set on the progress a node saw when it read
+	// the batch, so a node still applying B's last ack would refuse its own.
+	waitAll := func() {
+		t.Helper()
+		target := seen(b)
+		if target == 0 {
+			t.Fatal("B's own copy has no progress after its ack")
+		}
+		for _, n := range nodes {
+			deadline := time.Now().Add(10 * time.Second)
+			for seen(n) < target {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s never saw B's progress %d (has %d)", n.tag, target, seen(n))
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never saw B's progress", n.tag)
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	waitAll()
 	// B goes on from its position; A, whose copy has no entry, starts over.
 	if got := deliver(b); !slices.Equal(got, want(21, 30)) {
 		t.Fatalf("second batch on B: %v", got)
 	}
+	waitAll()
 	if got := deliver(a); !slices.Equal(got, want(11, 20)) {
 		t.Fatalf("first batch on A: %v", got)
 	}

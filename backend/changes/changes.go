@@ -12,8 +12,9 @@
 // goroutine per database with subscribers filters and encodes the pending
 // notifications, at most once per FrameInterval while they keep coming (the
 // first after a quiet spell at once), and appends each subscriber's share to
-// its bounded queue; a subscriber whose queue passes MaxPending is dropped
-// with a reason. See DESIGN.md.
+// its bounded queue, signalling one group of subscribers per tick so that
+// the frames are spread out; a subscriber whose queue passes MaxPending is
+// dropped with a reason. See DESIGN.md.
 package changes
 
 import (
@@ -156,6 +157,7 @@ type feed struct {
 	pending []item
 	count   int // notifications in pending
 	subs    []*Sub
+	seq     uint64 // subscribers so far
 	wake    chan struct{}
 	stop    chan struct{}
 
@@ -247,17 +249,30 @@ func (h *Hub) interval(subs int) time.Duration {
 	return max(h.opts.FrameInterval, time.Duration(subs)*time.Second/time.Duration(h.opts.FrameBudget))
 }
 
+// groups is how many groups the subscribers of a feed are split into: a
+// tick (every FrameInterval while changes keep coming) hands the frames of
+// one group, so that each subscriber gets one every groups ticks, at most
+// FrameBudget frames a second together, and the frames are spread over the
+// interval instead of written to every socket at once.
+func (h *Hub) groups(subs int) uint64 {
+	iv, fi := h.interval(subs), h.opts.FrameInterval
+	return uint64((iv + fi - 1) / fi)
+}
+
 // run is the feed's dispatcher.
 func (f *feed) run() {
 	var last time.Time
-	interval := f.hub.opts.FrameInterval
+	var tick uint64
+	owed := 0
 	for {
-		select {
-		case <-f.stop:
-			return
-		case <-f.wake:
+		if owed == 0 {
+			select {
+			case <-f.stop:
+				return
+			case <-f.wake:
+			}
 		}
-		if wait := interval - time.Since(last); wait > 0 {
+		if wait := f.hub.opts.FrameInterval - time.Since(last); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-f.stop:
@@ -270,11 +285,13 @@ func (f *feed) run() {
 		items, subs := f.pending, f.subs
 		f.pending, f.count = nil, 0
 		f.mu.Unlock()
+		// After a quiet spell every subscriber gets its frame at once; while
+		// changes keep coming, one group per tick.
+		quiet := time.Since(last) >= f.hub.interval(len(subs))
 		last = time.Now()
-		if len(items) > 0 {
-			f.dispatch(items, subs)
-		}
-		interval = f.hub.interval(len(subs))
+		tick++
+		groups := f.hub.groups(len(subs))
+		owed = f.dispatch(items, subs, tick%groups, groups, quiet)
 	}
 }
 
@@ -401,7 +418,10 @@ type wireOp struct {
 	State       any
 }
 
-func (f *feed) dispatch(items []item, subs []*Sub) {
+// dispatch queues items to the subscribers that want them, and signals
+// the subscribers of group turn that are owed a frame (every subscriber
+// owed one when every is set); it returns how many are still owed one.
+func (f *feed) dispatch(items []item, subs []*Sub, turn, groups uint64, every bool) (owed int) {
 	var notes []note
 	for i := range items {
 		it := &items[i]
@@ -443,18 +463,27 @@ func (f *feed) dispatch(items []item, subs []*Sub) {
 			if len(s.queue) > f.hub.opts.MaxPending {
 				over = len(s.queue)
 			}
+			s.owed = true
+		}
+		signal := s.owed && (every || s.seq%groups == turn)
+		if signal {
+			s.owed = false
+		} else if s.owed {
+			owed++
 		}
 		s.mu.Unlock()
-		if len(out) == 0 {
-			continue
+		if len(out) > 0 {
+			f.hub.notifications.Add(int64(len(out)))
 		}
-		f.hub.notifications.Add(int64(len(out)))
 		if over > 0 {
 			s.drop(CodePolicy, fmt.Sprintf("too slow: %d notifications pending", over), true)
 			continue
 		}
-		s.signal()
+		if signal {
+			s.signal()
+		}
 	}
+	return owed
 }
 
 // Sub is one subscriber (one websocket of a client).
@@ -463,9 +492,11 @@ type Sub struct {
 	feed *feed
 
 	ready chan struct{}
+	seq   uint64 // the subscriber's number in its feed: its group
 
 	mu     sync.Mutex
 	queue  [][]byte
+	owed   bool // queued notifications not signalled yet (its group's turn is to come)
 	closed bool
 	code   int
 	reason string
@@ -511,6 +542,8 @@ func (h *Hub) Subscribe(db string) *Sub {
 		counters: map[string]int{}, series: map[string]int{}, docCounters: map[string]int{}, docSeries: map[string]int{},
 		docCounter: map[[2]string]int{}, docSeriesByName: map[[2]string]int{}}
 	f.mu.Lock()
+	f.seq++
+	s.seq = f.seq
 	f.subs = append(append([]*Sub(nil), f.subs...), s) // copied: dispatchers hold the old slice
 	f.mu.Unlock()
 	h.connections.Add(1)

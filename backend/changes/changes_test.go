@@ -414,6 +414,77 @@ func TestFrameBudget(t *testing.T) {
 	}
 }
 
+// While changes keep coming, each tick hands its frames to one group of
+// subscribers (every groups-th in subscription order), so the frames are
+// spread over the interval instead of written to every socket at once; the
+// others keep what was queued for them until their turn. After a quiet
+// spell every subscriber that is owed a frame gets it at once.
+func TestDispatchStaggersGroups(t *testing.T) {
+	const n, groups = 20, 5 // 20 subscribers at 4,000 frames/s: 5 ms apart, 5 ticks of 1 ms
+	h := New(Options{FrameInterval: time.Millisecond, FrameBudget: 4000})
+	if g := h.groups(n); g != groups {
+		t.Fatalf("groups(%d) = %d, want %d", n, g, groups)
+	}
+	if g := h.groups(4); g != 1 {
+		t.Fatalf("groups(4) = %d, want 1 (4 subscribers fit in one tick's budget)", g)
+	}
+	var subs []*Sub
+	for range n {
+		s := h.Subscribe("db")
+		defer s.Close()
+		if err := s.Apply("watch-docs", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, s)
+	}
+	f := h.feed("db")
+	doc := func(i int) []item {
+		return []item{{kind: kindDocs, docs: []storage.Change{{Type: "Put", ID: fmt.Sprint("d/", i)}}}}
+	}
+	got := make([]int, n)
+	take := func(tick uint64, want func(*Sub) bool) {
+		t.Helper()
+		for i, s := range subs {
+			signalled := false
+			select {
+			case <-s.Ready():
+				signalled = true
+			default:
+			}
+			if signalled != want(s) {
+				t.Fatalf("tick %d: subscriber %d (seq %d) signalled %v, want %v", tick, i, s.seq, signalled, want(s))
+			}
+			if signalled {
+				msgs, _, _ := s.Take()
+				got[i] += len(msgs)
+			}
+		}
+	}
+	for tick := range uint64(groups) {
+		owed := f.dispatch(doc(int(tick)), subs, tick, groups, false)
+		if want := n - n/groups; owed != want { // everyone got one more; this tick's group was handed all
+
+			t.Fatalf("tick %d: %d owed a frame, want %d", tick, owed, want)
+		}
+		take(tick, func(s *Sub) bool { return s.seq%groups == tick })
+	}
+	for i, s := range subs { // each got everything up to its turn
+		if want := int(s.seq%groups) + 1; got[i] != want {
+			t.Fatalf("subscriber %d (seq %d): %d notifications by its turn, want %d", i, s.seq, got[i], want)
+		}
+	}
+	// A quiet spell: everyone owed gets its frame, whatever the turn.
+	if owed := f.dispatch(nil, subs, 1, groups, true); owed != 0 {
+		t.Fatalf("%d still owed after a dispatch to all", owed)
+	}
+	take(groups, func(s *Sub) bool { return s.seq%groups != groups-1 }) // the last group took all 5 at its turn
+	for i := range subs {
+		if got[i] != groups {
+			t.Fatalf("subscriber %d: %d of %d notifications", i, got[i], groups)
+		}
+	}
+}
+
 // itemKeys names counter and time-series notifications
 // "Type:Value.Type:DocumentId/Name".
 func itemKeys(msgs []map[string]any) []string {

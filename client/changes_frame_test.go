@@ -56,7 +56,7 @@ func TestFastDocumentChanges(t *testing.T) {
 		{name: "one message, not an array", frame: `{"Type":"DocumentChange","Value":{"Id":"a"}}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, ok := fastDocumentChanges([]byte(c.frame), nil)
+			got, ok := fastDocumentChanges([]byte(c.frame), nil, nil)
 			if ok != c.ok || (ok && !reflect.DeepEqual(got, c.want)) {
 				t.Fatalf("got %+v %v, want %+v %v", got, ok, c.want, c.ok)
 			}
@@ -83,7 +83,7 @@ func FuzzChangesFrame(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, ok := fastDocumentChanges(data, nil)
+		got, ok := fastDocumentChanges(data, nil, nil)
 		if !ok {
 			return
 		}
@@ -118,9 +118,10 @@ func BenchmarkChangesFrame(b *testing.B) {
 		b.SetBytes(int64(len(frame)))
 		b.ReportAllocs()
 		var out []DocumentChange
+		var recent recentStrings
 		for b.Loop() {
 			var ok bool
-			if out, ok = fastDocumentChanges(frame, out[:0]); !ok || len(out) != 25 {
+			if out, ok = fastDocumentChanges(frame, out[:0], &recent); !ok || len(out) != 25 {
 				b.Fatal(ok, len(out))
 			}
 		}

@@ -39,9 +39,11 @@ const (
 	DefaultFrameInterval = 5 * time.Millisecond
 	// DefaultFrameBudget is how many frames a second a database's
 	// subscribers get together while changes keep coming: with more
-	// subscribers than FrameInterval allows for, the dispatches are spaced
-	// further apart (each frame carries more).
-	DefaultFrameBudget = 4000
+	// subscribers than FrameInterval allows for, each one's frames are
+	// spaced further apart (each frame carries more): 100 ms for 100
+	// subscribers. Every frame costs a system call and wake-ups on both
+	// sides, which the document writes pay for on a busy machine (DESIGN.md).
+	DefaultFrameBudget = 1000
 	// DefaultMaxWatches bounds the filters of one subscriber.
 	DefaultMaxWatches = 1024
 	// maxBacklog bounds the notifications a database's dispatcher has not

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rookerydb/rookery/backend/changes"
 	"github.com/rookerydb/rookery/client"
 )
 
@@ -211,7 +212,8 @@ func changesBench(out io.Writer, url string, subs, rate int, dur time.Duration, 
 	if err := createDB(url, db); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n## Changes API: %d subscribers (Go client, one websocket each, forAllDocuments, in a child process) at %d writes/s (single PUTs, 16 writers), %s per round, %d rounds alternating with no subscribers\n", subs, rate, dur, rounds)
+	fmt.Fprintf(out, "\n## Changes API: %d subscribers (Go client, one websocket each, forAllDocuments, in a child process) at %d writes/s (single PUTs, 16 writers), %s per round, %d rounds alternating with no subscribers; the server's defaults (--changes-frame-budget %d: a frame every %s per subscriber)\n",
+		subs, rate, dur, rounds, changes.DefaultFrameBudget, max(changes.DefaultFrameInterval, time.Duration(subs)*time.Second/changes.DefaultFrameBudget))
 	var none, with []time.Duration
 	var fan []changesChildReport
 	writes := 0

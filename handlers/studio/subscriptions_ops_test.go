@@ -121,7 +121,13 @@ func TestStudioSubscriptionsClusterWide(t *testing.T) {
 	body := pollPage(t, hb, page, 20*time.Second, func(body string) bool {
 		row := subRow(t, body, "feed")
 		p, _ := strconv.Atoi(attr(row, "sub-progress-feed", "data-position"))
-		return attr(row, "sub-node-of-feed", "data-node") == "A" && attr(row, "sub-state-feed", "data-state") == "RUNNING" && p > 0
+		// idle is served by nobody, so its row has B's own figures: STOPPED
+		// once the orders have replicated to B (a backlog, no worker).
+		backlog := 0
+		if strings.Contains(body, `data-testid="sub-row-idle"`) {
+			backlog, _ = strconv.Atoi(attr(subRow(t, body, "idle"), "sub-backlog-idle", "data-value"))
+		}
+		return attr(row, "sub-node-of-feed", "data-node") == "A" && attr(row, "sub-state-feed", "data-state") == "RUNNING" && p > 0 && backlog > 0
 	})
 	feed, idle := subRow(t, body, "feed"), subRow(t, body, "idle")
 	if attr(feed, "sub-node-of-feed", "data-why") != "worker" || attr(feed, "sub-workers-feed", "data-count") != "1" || attr(feed, "sub-status-feed", "data-status") == "STOPPED" ||
@@ -132,7 +138,11 @@ func TestStudioSubscriptionsClusterWide(t *testing.T) {
 		attr(idle, "sub-status-idle", "data-status") != "STOPPED" {
 		t.Fatalf("idle on B: %s", idle)
 	}
-	// What B alone knows of feed: no worker, its copy's position 0.
+	// What B alone knows of feed: no worker, its copy's position 0, and the
+	// node of the last ack once A's ack has reached B's copy through Raft.
+	pollPage(t, hb, "/databases/cw/subscriptions/monitor?name=feed", 20*time.Second, func(body string) bool {
+		return strings.Contains(body, `"LastNode":"A"`)
+	})
 	check(t, hb, []step{{name: "B's own monitor", method: "GET", url: "/databases/cw/subscriptions/monitor?name=feed", status: 200,
 		contains: []string{`"Status":"STOPPED"`, `"PositionEtag":0,`, `"LastNode":"A"`}}})
 	// The detail page on B: A's figures, connections and batches.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -152,7 +153,8 @@ func DirEntries(dir string) (map[string]string, error) {
 	return out, nil
 }
 
-// ImportFile imports one dump file into db.
+// ImportFile imports one dump file into db, after checking it whole
+// (dump.Verify: a damaged compressed dump imports nothing).
 func ImportFile(ctx context.Context, db *storage.DB, svc Services, o Options, path string, lim dump.Limits, res *Result) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -163,7 +165,63 @@ func ImportFile(ctx context.Context, db *storage.DB, svc Services, o Options, pa
 	if fi, err := f.Stat(); err == nil {
 		size = fi.Size()
 	}
+	if err := verifyFirst(res, res.Track(f, size)); err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	res.posDone.Store(0)
 	return Import(ctx, db, svc, o, res.Track(f, size), lim, res)
+}
+
+// ImportSpooled imports a dump that can be read only once (an upload): it
+// is copied into a temporary file beside db's while dump.Verify checks it,
+// then imported from that file, which is removed after. A damaged
+// compressed dump imports nothing. The progress counts the copy, then the
+// import.
+func ImportSpooled(ctx context.Context, db *storage.DB, svc Services, o Options, r io.Reader, lim dump.Limits, res *Result) error {
+	f, err := os.CreateTemp(filepath.Dir(db.Path()), "import-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer func() { f.Close(); os.Remove(f.Name()) }()
+	// On its own goroutine, as the import's reading: a read blocked on a
+	// client that stopped sending ends when the request does, and a
+	// cancelled import does not wait for it (its writes then fail on the
+	// closed file).
+	verified := make(chan error, 1)
+	go func() { verified <- dump.Verify(io.TeeReader(r, f)) }()
+	select {
+	case err = <-verified:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		res.message("ERROR", "%v", err)
+		res.finish(time.Now())
+		return err
+	}
+	size, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	res.posDone.Store(0)
+	return Import(ctx, db, svc, o, res.Track(f, size), lim, res)
+}
+
+// verifyFirst runs dump.Verify over r, and records a damaged dump in res
+// as Import records its errors.
+func verifyFirst(res *Result, r io.Reader) error {
+	err := dump.Verify(r)
+	if err != nil {
+		res.message("ERROR", "%v", err)
+		res.finish(time.Now())
+	}
+	return err
 }
 
 // SortedNames returns the keys of a directory listing in order.

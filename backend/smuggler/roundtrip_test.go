@@ -224,9 +224,10 @@ func TestPropertyExportImportRoundTrip(t *testing.T) {
 	}
 }
 
-// A truncated or damaged dump stops with a 400 that says where (section,
-// item, byte offset); what came before that point is imported whole, no
-// document half written, and the target's own documents are untouched.
+// A truncated dump stops with a 400 that says where (section, item, byte
+// offset); what came before that point is imported whole, no document half
+// written. A damaged one (its compression's check fails) imports nothing.
+// Either way the target's own documents are untouched.
 func TestTruncatedAndCorruptDumps(t *testing.T) {
 	n := testserver.Start(t)
 	createDB(t, n.URL, "src")
@@ -257,14 +258,29 @@ func TestTruncatedAndCorruptDumps(t *testing.T) {
 			createDB(t, n.URL, db)
 			mustCall(t, 201, "PUT", n.URL+"/databases/"+db+"/docs?id=mine/1", "application/json", []byte(`{"Mine":true,"@metadata":{"@collection":"Mine"}}`))
 			st, b := importDump(t, n.URL, db, c.data, "{}")
-			if st != http.StatusBadRequest || !strings.Contains(string(b), "byte ") || !strings.Contains(string(b), "section Docs") {
-				t.Fatalf("%s %s: %d %s, want a 400 naming the section and the byte offset", comp, c.name, st, b)
-			}
 			got := take(t, n.URL, db)
 			if _, ok := got.Docs["mine/1"]; !ok {
 				t.Fatalf("%s %s: the target's own document is gone", comp, c.name)
 			}
-			if len(got.Docs) < 2 || len(got.Docs) > 3000 {
+			if c.name == "damaged" && strings.Contains(string(b), "stream is damaged") {
+				// The damage showed when the stream's check failed: the
+				// bytes decoded before it may be wrong and still parse (a
+				// document under an id it never had), so nothing is imported.
+				// (Damage that makes the coding end early looks like a
+				// truncated file, below: what was decoded before is whole.)
+				if st != http.StatusBadRequest || !strings.Contains(string(b), "nothing was imported") {
+					t.Fatalf("%s %s: %d %s, want a 400 saying nothing was imported", comp, c.name, st, b)
+				}
+				if len(got.Docs) != 1 {
+					t.Fatalf("%s %s: %d documents after a damaged dump, want only the target's own", comp, c.name, len(got.Docs))
+				}
+				t.Logf("%s %s: %s", comp, c.name, b)
+				continue
+			}
+			if st != http.StatusBadRequest || !strings.Contains(string(b), "byte ") || !strings.Contains(string(b), "section Docs") {
+				t.Fatalf("%s %s: %d %s, want a 400 naming the section and the byte offset", comp, c.name, st, b)
+			}
+			if len(got.Docs) > 3001 || (c.name == "truncated" && len(got.Docs) < 2) {
 				t.Fatalf("%s %s: %d documents after the failed import", comp, c.name, len(got.Docs))
 			}
 			for id, g := range got.Docs {

@@ -232,7 +232,9 @@ func (a *API) runImport(reqCtx context.Context, db *storage.DB, id int64, o smug
 		// A failed import keeps its counters (what was imported before the
 		// error) in the operation's progress.
 		defer func() { unpublish(); p.Set(res.Snapshot()) }()
-		err := smuggler.Import(ctx, db, a.smugglerServices(), o, r, dump.Limits{MaxItem: int(min(a.MaxDocumentSize+1<<20, 1<<30))}, res)
+		// Spooled and checked whole first: a damaged compressed dump
+		// imports nothing (dump.Verify).
+		err := smuggler.ImportSpooled(ctx, db, a.smugglerServices(), o, r, dump.Limits{MaxItem: int(min(a.MaxDocumentSize+1<<20, 1<<30))}, res)
 		done <- err
 		if err != nil {
 			return nil, importError(err)
@@ -252,6 +254,10 @@ func (a *API) runImport(reqCtx context.Context, db *storage.DB, id int64, o smug
 func importError(err error) error {
 	var fe *dump.FormatError
 	var ie *smuggler.ItemError
+	var de *dump.DamagedError
+	if errors.As(err, &de) {
+		return dberr.New(dberr.BadRequest, "%v", err)
+	}
 	if errors.As(err, &fe) || errors.As(err, &ie) {
 		return dberr.New(dberr.BadRequest, "%v (what was read before this point is imported)", err)
 	}

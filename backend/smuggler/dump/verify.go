@@ -1,0 +1,102 @@
+package dump
+
+import (
+	"bufio"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// DamagedError says a compressed dump failed its own check: gzip's CRC-32
+// and length, a zstd frame's checksum, or coding that does not decode.
+type DamagedError struct {
+	Compression Compression
+	FileOffset  int64 // bytes of the file read when the damage showed
+	Decoded     int64 // bytes decoded before it
+	Err         error
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("the %s stream is damaged (%v), seen at byte %d of the file after %d decoded bytes: nothing was imported, because a compressed stream is checked only at its end and what was decoded before may be damaged too",
+		strings.ToLower(string(e.Compression)), e.Err, e.FileOffset, e.Decoded)
+}
+
+func (e *DamagedError) Unwrap() error { return e.Err }
+
+// sourceReader counts what it read and keeps the source's own error, so
+// that a failing source (a client gone) is not taken for damage.
+type sourceReader struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.n += int64(n)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
+// Verify reads all of r and checks what its compression can check. A
+// compressed stream says it is damaged only at its end (gzip) or at the
+// end of a frame (zstd): the bytes decoded before that may already be
+// wrong, and may still be valid JSON (a document under an id it never
+// had). So an import verifies the whole dump first and reads nothing of a
+// damaged one (*DamagedError). A stream that merely ends early is not
+// damaged: what came before its end is intact, and the import reads it and
+// says where it ends. Plain JSON has nothing to check; it is read through
+// (a caller spooling r through a tee gets all of it). An error of r itself
+// is returned as it is.
+func Verify(r io.Reader) error {
+	src := &sourceReader{r: r}
+	in := bufio.NewReaderSize(src, 64<<10)
+	head, err := in.Peek(4)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	buf := make([]byte, 64<<10)
+	var dec io.Reader
+	comp := None
+	switch {
+	case len(head) >= 4 && head[0] == 0x28 && head[1] == 0xB5 && head[2] == 0x2F && head[3] == 0xFD:
+		zr, err := zstd.NewReader(in, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(64<<20))
+		if err != nil {
+			return &DamagedError{Compression: Zstd, Err: err}
+		}
+		defer zr.Close()
+		dec, comp = zr, Zstd
+	case len(head) >= 2 && head[0] == 0x1F && head[1] == 0x8B:
+		gr, err := gzip.NewReader(in)
+		if err != nil {
+			if src.err != nil {
+				return src.err
+			}
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil // truncated in its header: the import says so
+			}
+			return &DamagedError{Compression: Gzip, Err: err}
+		}
+		dec, comp = gr, Gzip
+	default:
+		_, err := io.CopyBuffer(io.Discard, in, buf)
+		return err
+	}
+	decoded, err := io.CopyBuffer(io.Discard, dec, buf)
+	switch {
+	case src.err != nil:
+		return src.err
+	case err == nil, errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		// Complete and checked, or truncated. Read the rest (a tee spools
+		// it all).
+		_, err := io.CopyBuffer(io.Discard, in, buf)
+		return err
+	}
+	return &DamagedError{Compression: comp, FileOffset: src.n - int64(in.Buffered()), Decoded: decoded, Err: err}
+}

@@ -175,11 +175,12 @@ func ImportFile(ctx context.Context, db *storage.DB, svc Services, o Options, pa
 	return Import(ctx, db, svc, o, res.Track(f, size), lim, res)
 }
 
-// ImportSpooled imports a dump that can be read only once (an upload): it
-// is copied into a temporary file beside db's while dump.Verify checks it,
-// then imported from that file, which is removed after. A damaged
-// compressed dump imports nothing. The progress counts the copy, then the
-// import.
+// ImportSpooled imports a dump that can be read only once (an upload):
+// dump.VerifyTo checks it whole while it decodes it into a temporary file
+// beside db's, then the import reads that file (plain JSON: nothing is
+// decoded twice), which is removed after. It takes about the room the
+// documents will take in the database. A damaged compressed dump imports
+// nothing. The progress counts the check, then the import.
 func ImportSpooled(ctx context.Context, db *storage.DB, svc Services, o Options, r io.Reader, lim dump.Limits, res *Result) error {
 	f, err := os.CreateTemp(filepath.Dir(db.Path()), "import-*.tmp")
 	if err != nil {
@@ -191,7 +192,7 @@ func ImportSpooled(ctx context.Context, db *storage.DB, svc Services, o Options,
 	// cancelled import does not wait for it (its writes then fail on the
 	// closed file).
 	verified := make(chan error, 1)
-	go func() { verified <- dump.Verify(io.TeeReader(r, f)) }()
+	go func() { verified <- dump.VerifyTo(r, f) }()
 	select {
 	case err = <-verified:
 	case <-ctx.Done():

@@ -2,12 +2,12 @@ package dump
 
 import (
 	"bufio"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -44,6 +44,21 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// sinkWriter keeps the error of the writer decoded bytes go to (a full
+// disk is not damage).
+type sinkWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *sinkWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil {
+		s.err = err
+	}
+	return n, err
+}
+
 // Verify reads all of r and checks what its compression can check. A
 // compressed stream says it is damaged only at its end (gzip) or at the
 // end of a frame (zstd): the bytes decoded before that may already be
@@ -54,8 +69,14 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 // says where it ends. Plain JSON has nothing to check; it is read through
 // (a caller spooling r through a tee gets all of it). An error of r itself
 // is returned as it is.
-func Verify(r io.Reader) error {
+func Verify(r io.Reader) error { return VerifyTo(r, io.Discard) }
+
+// VerifyTo is Verify that also writes the decoded stream to w (the dump as
+// plain JSON), so that an import reads it from there without decoding it a
+// second time. After a *DamagedError, what w got must not be used.
+func VerifyTo(r io.Reader, w io.Writer) error {
 	src := &sourceReader{r: r}
+	sink := &sinkWriter{w: w}
 	in := bufio.NewReaderSize(src, 64<<10)
 	head, err := in.Peek(4)
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -85,13 +106,15 @@ func Verify(r io.Reader) error {
 		}
 		dec, comp = gr, Gzip
 	default:
-		_, err := io.CopyBuffer(io.Discard, in, buf)
+		_, err := io.CopyBuffer(sink, in, buf)
 		return err
 	}
-	decoded, err := io.CopyBuffer(io.Discard, dec, buf)
+	decoded, err := io.CopyBuffer(sink, dec, buf)
 	switch {
 	case src.err != nil:
 		return src.err
+	case sink.err != nil:
+		return sink.err
 	case err == nil, errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		// Complete and checked, or truncated. Read the rest (a tee spools
 		// it all).

@@ -84,6 +84,13 @@ func TestVerify(t *testing.T) {
 			t.Fatalf("%s: the tee got %d of %d bytes", c.name, seen.Len(), len(c.data))
 		}
 	}
+	// VerifyTo hands out the dump decoded, as plain JSON.
+	for name, data := range map[string][]byte{"plain": plain.Bytes(), "gzip": gz.Bytes(), "zstd": zs.Bytes()} {
+		var out bytes.Buffer
+		if err := VerifyTo(bytes.NewReader(data), &out); err != nil || !bytes.Equal(out.Bytes(), plain.Bytes()) {
+			t.Fatalf("VerifyTo %s: %v, %d bytes of %d", name, err, out.Len(), plain.Len())
+		}
+	}
 	gone := errors.New("the client went away")
 	if err := Verify(&failingReader{r: bytes.NewReader(gz.Bytes()[:gz.Len()/2]), err: gone}); err != gone {
 		t.Fatalf("a failing source: %v, want its own error", err)

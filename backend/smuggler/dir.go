@@ -165,7 +165,7 @@ func ImportFile(ctx context.Context, db *storage.DB, svc Services, o Options, pa
 	if fi, err := f.Stat(); err == nil {
 		size = fi.Size()
 	}
-	if err := verifyFirst(res, res.Track(f, size)); err != nil {
+	if err := verifyFirst(ctx, res, res.Track(f, size)); err != nil {
 		return err
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -175,12 +175,11 @@ func ImportFile(ctx context.Context, db *storage.DB, svc Services, o Options, pa
 	return Import(ctx, db, svc, o, res.Track(f, size), lim, res)
 }
 
-// ImportSpooled imports a dump that can be read only once (an upload):
-// dump.VerifyTo checks it whole while it decodes it into a temporary file
-// beside db's, then the import reads that file (plain JSON: nothing is
-// decoded twice), which is removed after. It takes about the room the
-// documents will take in the database. A damaged compressed dump imports
-// nothing. The progress counts the check, then the import.
+// ImportSpooled imports a dump that can be read only once (an upload): it
+// is copied into a temporary file beside db's (at most the upload's size)
+// while dump.Verify checks it whole, then imported from that file, which is
+// removed after. A damaged compressed dump imports nothing. The progress
+// counts the check, then the import.
 func ImportSpooled(ctx context.Context, db *storage.DB, svc Services, o Options, r io.Reader, lim dump.Limits, res *Result) error {
 	f, err := os.CreateTemp(filepath.Dir(db.Path()), "import-*.tmp")
 	if err != nil {
@@ -192,7 +191,7 @@ func ImportSpooled(ctx context.Context, db *storage.DB, svc Services, o Options,
 	// cancelled import does not wait for it (its writes then fail on the
 	// closed file).
 	verified := make(chan error, 1)
-	go func() { verified <- dump.VerifyTo(r, f) }()
+	go func() { verified <- dump.Verify(ctx, io.TeeReader(r, f)) }()
 	select {
 	case err = <-verified:
 	case <-ctx.Done():
@@ -216,8 +215,8 @@ func ImportSpooled(ctx context.Context, db *storage.DB, svc Services, o Options,
 
 // verifyFirst runs dump.Verify over r, and records a damaged dump in res
 // as Import records its errors.
-func verifyFirst(res *Result, r io.Reader) error {
-	err := dump.Verify(r)
+func verifyFirst(ctx context.Context, res *Result, r io.Reader) error {
+	err := dump.Verify(ctx, r)
 	if err != nil {
 		res.message("ERROR", "%v", err)
 		res.finish(time.Now())

@@ -2,6 +2,7 @@ package dump
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -47,11 +48,16 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 // sinkWriter keeps the error of the writer decoded bytes go to (a full
 // disk is not damage).
 type sinkWriter struct {
+	ctx context.Context
 	w   io.Writer
 	err error
 }
 
 func (s *sinkWriter) Write(p []byte) (int, error) {
+	if err := s.ctx.Err(); err != nil {
+		s.err = err
+		return 0, err
+	}
 	n, err := s.w.Write(p)
 	if err != nil {
 		s.err = err
@@ -69,14 +75,15 @@ func (s *sinkWriter) Write(p []byte) (int, error) {
 // says where it ends. Plain JSON has nothing to check; it is read through
 // (a caller spooling r through a tee gets all of it). An error of r itself
 // is returned as it is.
-func Verify(r io.Reader) error { return VerifyTo(r, io.Discard) }
+// It stops with ctx's error once ctx is done (a stream that decodes to far
+// more than it weighs is only CPU time, and the import can be killed).
+func Verify(ctx context.Context, r io.Reader) error { return VerifyTo(ctx, r, io.Discard) }
 
 // VerifyTo is Verify that also writes the decoded stream to w (the dump as
-// plain JSON), so that an import reads it from there without decoding it a
-// second time. After a *DamagedError, what w got must not be used.
-func VerifyTo(r io.Reader, w io.Writer) error {
+// plain JSON). After a *DamagedError, what w got must not be used.
+func VerifyTo(ctx context.Context, r io.Reader, w io.Writer) error {
 	src := &sourceReader{r: r}
-	sink := &sinkWriter{w: w}
+	sink := &sinkWriter{ctx: ctx, w: w}
 	in := bufio.NewReaderSize(src, 64<<10)
 	head, err := in.Peek(4)
 	if err != nil && !errors.Is(err, io.EOF) {

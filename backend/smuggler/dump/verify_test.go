@@ -3,6 +3,7 @@ package dump
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -69,7 +70,7 @@ func TestVerify(t *testing.T) {
 		{"zstd truncated", zs.Bytes()[:zs.Len()/2], false},
 		{"zstd with a wrong checksum", append(append([]byte{}, zs.Bytes()[:zs.Len()-4]...), 0, 0, 0, 0), true},
 	} {
-		err := Verify(bytes.NewReader(c.data))
+		err := Verify(context.Background(), bytes.NewReader(c.data))
 		var de *DamagedError
 		if got := errors.As(err, &de); got != c.damaged || (!c.damaged && err != nil) {
 			t.Fatalf("%s: %v, want damaged %v", c.name, err, c.damaged)
@@ -79,7 +80,7 @@ func TestVerify(t *testing.T) {
 		}
 		// Through a tee, every byte of the source is read.
 		var seen bytes.Buffer
-		Verify(io.TeeReader(bytes.NewReader(c.data), &seen))
+		Verify(context.Background(), io.TeeReader(bytes.NewReader(c.data), &seen))
 		if !bytes.Equal(seen.Bytes(), c.data) && !c.damaged {
 			t.Fatalf("%s: the tee got %d of %d bytes", c.name, seen.Len(), len(c.data))
 		}
@@ -87,12 +88,19 @@ func TestVerify(t *testing.T) {
 	// VerifyTo hands out the dump decoded, as plain JSON.
 	for name, data := range map[string][]byte{"plain": plain.Bytes(), "gzip": gz.Bytes(), "zstd": zs.Bytes()} {
 		var out bytes.Buffer
-		if err := VerifyTo(bytes.NewReader(data), &out); err != nil || !bytes.Equal(out.Bytes(), plain.Bytes()) {
+		if err := VerifyTo(context.Background(), bytes.NewReader(data), &out); err != nil || !bytes.Equal(out.Bytes(), plain.Bytes()) {
 			t.Fatalf("VerifyTo %s: %v, %d bytes of %d", name, err, out.Len(), plain.Len())
 		}
 	}
+	// A done context stops the check (a stream that decodes to far more
+	// than it weighs is only CPU time).
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Verify(ctx, bytes.NewReader(gz.Bytes())); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled check: %v", err)
+	}
 	gone := errors.New("the client went away")
-	if err := Verify(&failingReader{r: bytes.NewReader(gz.Bytes()[:gz.Len()/2]), err: gone}); err != gone {
+	if err := Verify(context.Background(), &failingReader{r: bytes.NewReader(gz.Bytes()[:gz.Len()/2]), err: gone}); err != gone {
 		t.Fatalf("a failing source: %v, want its own error", err)
 	}
 }
